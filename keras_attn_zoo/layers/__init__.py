@@ -1,0 +1,7 @@
+"""Keras layers of the zoo: one public layer per file."""
+
+from keras_attn_zoo.layers.embedding import SharedEmbedding
+from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
+from keras_attn_zoo.layers.transformer_blocks import FeedForward
+from keras_attn_zoo.layers.transformer_blocks import TransformerDecoderBlock
+from keras_attn_zoo.layers.transformer_blocks import TransformerEncoderBlock

@@ -1,0 +1,98 @@
+"""Shared (tied) token embedding and sinusoidal positions."""
+
+import math
+
+import keras
+from keras import ops
+
+
+def sinusoidal_positions(length, dim, start=0, dtype="float32"):
+    """`[length, dim]` sinusoidal position encodings starting at `start`.
+
+    Sines in the first half of the channels, cosines in the second half
+    (tensor2tensor's layout), so one formula serves training and decoding.
+    """
+    positions = ops.cast(ops.arange(length) + start, "float32")
+    half = dim // 2
+    scale = math.log(10000.0) / max(half - 1, 1)
+    frequencies = ops.exp(ops.cast(ops.arange(half), "float32") * -scale)
+    angles = positions[:, None] * frequencies[None, :]
+    encoding = ops.concatenate([ops.sin(angles), ops.cos(angles)], axis=-1)
+    if dim % 2:
+        encoding = ops.pad(encoding, [[0, 0], [0, 1]])
+    return ops.cast(encoding, dtype)
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_zoo")
+class SharedEmbedding(keras.layers.Layer):
+    """One embedding matrix for source, target and the output projection.
+
+    `call(ids, start=0)` returns `E[ids] * sqrt(d) + position(start + t)`;
+    `call(hidden, reverse=True)` returns float32 logits `hidden @ E^T` (the
+    tied output layer). Both go through `call` so a functional graph tracks
+    the weight instead of capturing its value.
+
+    Args:
+        vocabulary_size: number of tokens.
+        embedding_dim: model width `d`.
+        dropout: dropout applied after adding positions.
+        use_positions: add sinusoidal positions (off for recurrent models).
+    """
+
+    def __init__(self, vocabulary_size, embedding_dim, dropout=0.0,
+                 use_positions=True, **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.dropout = dropout
+        self.use_positions = use_positions
+        self._dropout_layer = keras.layers.Dropout(dropout)
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings",
+            shape=(self.vocabulary_size, self.embedding_dim),
+            initializer=keras.initializers.RandomNormal(
+                stddev=self.embedding_dim**-0.5
+            ),
+        )
+        self.built = True
+
+    def call(self, inputs, start=0, reverse=False, training=None):
+        if reverse:
+            return ops.matmul(
+                ops.cast(inputs, "float32"),
+                ops.transpose(ops.cast(self.embeddings, "float32")),
+            )
+        ids = inputs
+        embedded = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
+        embedded = embedded * ops.cast(math.sqrt(self.embedding_dim), self.compute_dtype)
+        if self.use_positions:
+            positions = sinusoidal_positions(
+                ops.shape(ids)[1], self.embedding_dim, start, self.compute_dtype
+            )
+            embedded = embedded + positions[None]
+        return self._dropout_layer(embedded, training=training)
+
+    def logits(self, hidden):
+        """Tied output layer: float32 `hidden @ E^T`."""
+        return self(hidden, reverse=True)
+
+    def compute_output_spec(self, inputs, start=0, reverse=False, training=None):
+        if reverse:
+            shape = tuple(inputs.shape[:-1]) + (self.vocabulary_size,)
+            return keras.KerasTensor(shape, dtype="float32")
+        shape = tuple(inputs.shape) + (self.embedding_dim,)
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "vocabulary_size": self.vocabulary_size,
+                "embedding_dim": self.embedding_dim,
+                "dropout": self.dropout,
+                "use_positions": self.use_positions,
+            }
+        )
+        return config

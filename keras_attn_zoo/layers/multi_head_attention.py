@@ -1,0 +1,176 @@
+"""Scaled dot-product multi-head attention with an incremental-decoding cache."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_attn_zoo.layers.attention_utils import combine_key_mask
+from keras_attn_zoo.layers.attention_utils import causal_mask
+from keras_attn_zoo.layers.attention_utils import masked_softmax
+from keras_attn_zoo.layers.attention_utils import one_hot_write
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_zoo")
+class MultiHeadAttention(keras.layers.Layer):
+    """Multi-head scaled dot-product attention (Vaswani et al., 2017).
+
+    Unlike `keras.layers.MultiHeadAttention` it exposes the zoo's attention
+    protocol used by the encoder/decoder blocks and by incremental decoding:
+    `call` for teacher forcing, `initial_cache` + `step` for one target
+    position at a time, with keys/values of earlier steps (self-attention) or of
+    the source (cross-attention) projected once and kept in the cache.
+
+    Args:
+        num_heads: number of attention heads `h`.
+        key_dim: size of each head `d_k`; the output has the query's width.
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the projections have biases.
+
+    Call arguments:
+        query: `[B, T, d]`.
+        context: `[B, S, d]` keys/values; `None` means self-attention.
+        context_mask: boolean `[B, S]`, `True` for real (unpadded) keys.
+        causal: mask keys after each query (decoder self-attention).
+        training: Python bool, enables dropout.
+        return_attention: also return the weights `[B, h, T, S]` (float32).
+
+    Example:
+    >>> layer = MultiHeadAttention(num_heads=2, key_dim=8)
+    >>> x = keras.random.normal((2, 5, 16))
+    >>> layer(x, causal=True).shape
+    (2, 5, 16)
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017.
+    """
+
+    def __init__(self, num_heads, key_dim, dropout=0.0, use_bias=True, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self._dropout_layer = keras.layers.Dropout(dropout)
+
+    def build(self, query_shape, context_shape=None):
+        model_dim = query_shape[-1]
+        context_dim = model_dim if context_shape is None else context_shape[-1]
+        heads = (self.num_heads, self.key_dim)
+
+        def projection(name):
+            return keras.layers.EinsumDense(
+                "btd,dhk->bthk",
+                output_shape=(None,) + heads,
+                bias_axes="hk" if self.use_bias else None,
+                kernel_initializer="glorot_uniform",
+                name=name,
+                dtype=self.dtype_policy,
+            )
+
+        self.query_projection = projection("query")
+        self.key_projection = projection("key")
+        self.value_projection = projection("value")
+        self.output_projection = keras.layers.EinsumDense(
+            "bthk,hkd->btd",
+            output_shape=(None, model_dim),
+            bias_axes="d" if self.use_bias else None,
+            name="output",
+            dtype=self.dtype_policy,
+        )
+        self.query_projection.build(query_shape)
+        self.key_projection.build((None, None, context_dim))
+        self.value_projection.build((None, None, context_dim))
+        self.output_projection.build((None, None) + heads)
+        self.built = True
+
+    def _attend(self, query_heads, key_heads, value_heads, mask, training):
+        scale = 1.0 / math.sqrt(self.key_dim)
+        scores = ops.einsum("bthk,bshk->bhts", query_heads * scale, key_heads)
+        weights = masked_softmax(scores, mask)
+        dropped = self._dropout_layer(weights, training=training)
+        context = ops.einsum(
+            "bhts,bshk->bthk", ops.cast(dropped, value_heads.dtype), value_heads
+        )
+        return self.output_projection(context), weights
+
+    def call(
+        self,
+        query,
+        context=None,
+        context_mask=None,
+        causal=False,
+        training=None,
+        return_attention=False,
+    ):
+        if context is None:
+            context = query
+        causal_part = None
+        if causal:
+            causal_part = causal_mask(ops.shape(query)[1], ops.shape(context)[1])
+        mask = combine_key_mask(context_mask, causal_part)
+        output, weights = self._attend(
+            self.query_projection(query),
+            self.key_projection(context),
+            self.value_projection(context),
+            mask,
+            training,
+        )
+        return (output, weights) if return_attention else output
+
+    # ---- incremental decoding -------------------------------------------------
+
+    def initial_cache(self, batch_size, max_length, context=None):
+        """Cache for `step`.
+
+        Self-attention (`context=None`): zero key/value buffers of `max_length`
+        steps. Cross-attention: the source keys/values, projected once.
+        """
+        if context is not None:
+            return {
+                "key": self.key_projection(context),
+                "value": self.value_projection(context),
+            }
+        shape = (batch_size, max_length, self.num_heads, self.key_dim)
+        zeros = ops.zeros(shape, dtype=self.compute_dtype)
+        return {"key": zeros, "value": zeros}
+
+    def step(self, query, step, cache, context_mask=None):
+        """Attends from one query position `[B, 1, d]` at time `step`.
+
+        With `context_mask=None` the layer acts as causal self-attention: it
+        writes this step's key/value into the cache and attends to steps
+        `0..step`. Otherwise it is cross-attention over the cached source.
+
+        Returns:
+            `(output [B, 1, d], cache, weights [B, h, 1, S])`.
+        """
+        query_heads = self.query_projection(query)
+        if context_mask is None:
+            cache = {
+                "key": one_hot_write(cache["key"], step, self.key_projection(query)),
+                "value": one_hot_write(
+                    cache["value"], step, self.value_projection(query)
+                ),
+            }
+            length = ops.shape(cache["key"])[1]
+            visible = ops.arange(length) <= step
+            mask = visible[None, None, None, :]
+        else:
+            mask = combine_key_mask(context_mask)
+        output, weights = self._attend(
+            query_heads, cache["key"], cache["value"], mask, training=False
+        )
+        return output, cache, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+            }
+        )
+        return config

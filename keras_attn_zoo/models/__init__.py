@@ -1,0 +1,15 @@
+"""Model builders of the zoo."""
+
+from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
+from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
+from keras_attn_zoo.models.transformer import transformer
+
+MODEL_BUILDERS = {"transformer": transformer}
+
+
+def build_model(name, vocabulary_size, preset="small", **overrides):
+    """Builds a zoo model by its builder name (as `train_wmt.py --model` does)."""
+    if name not in MODEL_BUILDERS:
+        raise ValueError(f"Unknown model {name!r}; choose one of {sorted(MODEL_BUILDERS)}.")
+    return MODEL_BUILDERS[name](vocabulary_size, preset=preset, **overrides)

@@ -1,0 +1,30 @@
+"""Model sizes shared by every Transformer-family builder.
+
+`base` and `big` are Vaswani et al.'s; `small` is what trains in about half an
+hour on two CPU cores; `tiny` exists for tests.
+"""
+
+TRANSFORMER_PRESETS = {
+    "tiny": dict(model_dim=32, intermediate_dim=64, num_heads=2,
+                 num_encoder_layers=1, num_decoder_layers=1, dropout=0.0),
+    "small": dict(model_dim=256, intermediate_dim=1024, num_heads=4,
+                  num_encoder_layers=3, num_decoder_layers=3, dropout=0.1),
+    "base": dict(model_dim=512, intermediate_dim=2048, num_heads=8,
+                 num_encoder_layers=6, num_decoder_layers=6, dropout=0.1),
+    "big": dict(model_dim=1024, intermediate_dim=4096, num_heads=16,
+                num_encoder_layers=6, num_decoder_layers=6, dropout=0.3),
+}
+
+
+def resolve_preset(presets, preset, overrides, valid_keys):
+    """Merges `overrides` into `presets[preset]`, naming any unknown key or preset."""
+    if preset not in presets:
+        raise ValueError(
+            f"Unknown preset {preset!r}; choose one of {sorted(presets)}."
+        )
+    unknown = sorted(set(overrides) - set(valid_keys))
+    if unknown:
+        raise TypeError(
+            f"Unknown argument(s) {unknown}; valid ones are {sorted(valid_keys)}."
+        )
+    return {**presets[preset], **overrides}
