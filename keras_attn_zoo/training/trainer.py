@@ -1,0 +1,263 @@
+"""One training loop for one device, `MirroredStrategy` and multi-worker.
+
+Keras 3.15's `model.fit` fails under `MultiWorkerMirroredStrategy`
+(keras-team/keras#20585), so the zoo trains with its own step under
+`strategy.run`, and every strategy, including the default single-device one,
+goes through the same code.
+
+What a killed run keeps: a `tf.train.CheckpointManager` checkpoint (model,
+optimizer with its step counter and slots, epoch, batches done in the epoch) at
+most `checkpoint_every` steps old. Restarting the same command restores it and
+skips the batches already seen in that epoch, as Keras' `BackupAndRestore`
+does for `fit`. TensorFlow writes checkpoint files under temporary names and
+updates the `checkpoint` index last, so a crash mid-save leaves the previous
+checkpoint usable.
+"""
+
+import dataclasses
+import math
+import os
+import shutil
+import tempfile
+import time
+
+import keras
+import numpy as np
+import tensorflow as tf
+
+from keras_attn_zoo.training.losses import token_loss_sum
+from keras_attn_zoo.training.strategy import is_chief
+
+
+@dataclasses.dataclass
+class TrainingSummary:
+    """What a `Trainer.train` call did."""
+
+    steps: int
+    epochs_completed: int
+    train_seconds: float
+    target_tokens: int
+    target_tokens_per_second: float
+    final_loss: float
+    resumed_from_step: int
+
+
+class Trainer:
+    """Trains a zoo model with label-smoothed cross-entropy.
+
+    Build the model and optimizer inside `strategy.scope()` before creating
+    the trainer.
+
+    Args:
+        model: a zoo model taking `{"source_ids", "target_ids"}`.
+        optimizer: a Keras optimizer.
+        strategy: a `tf.distribute.Strategy` (default: the current one).
+        label_smoothing: see `token_loss_sum`.
+        checkpoint_dir: where checkpoints go (`None`: no checkpoints).
+        log_dir: TensorBoard directory (`None`: no logs).
+        checkpoint_every: steps between checkpoints.
+        log_every: steps between TensorBoard scalar writes.
+        keep_checkpoints: how many checkpoints to keep.
+        callbacks: objects with optional `on_step_end(trainer, step, logs)`;
+            called on every worker, write only on the chief.
+    """
+
+    def __init__(
+        self,
+        model,
+        optimizer,
+        strategy=None,
+        label_smoothing=0.1,
+        checkpoint_dir=None,
+        log_dir=None,
+        checkpoint_every=500,
+        log_every=50,
+        keep_checkpoints=3,
+        callbacks=(),
+    ):
+        self.model = model
+        self.optimizer = optimizer
+        self.strategy = strategy or tf.distribute.get_strategy()
+        self.label_smoothing = label_smoothing
+        self.checkpoint_every = checkpoint_every
+        self.log_every = log_every
+        self.callbacks = list(callbacks)
+        self.is_chief = is_chief(self.strategy)
+        with self.strategy.scope():
+            self.optimizer.build(self.model.trainable_variables)
+            self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
+            self.batches_in_epoch = tf.Variable(
+                0, dtype=tf.int64, trainable=False, name="batches_in_epoch"
+            )
+        self.checkpoint = tf.train.Checkpoint(
+            model=self.model,
+            optimizer=self.optimizer,
+            epoch=self.epoch,
+            batches_in_epoch=self.batches_in_epoch,
+        )
+        self.checkpoint_manager = None
+        if checkpoint_dir:
+            # Non-chief workers must take part in saving (collectives) but
+            # write to a scratch directory that is removed afterwards.
+            directory = checkpoint_dir if self.is_chief else tempfile.mkdtemp()
+            self.checkpoint_manager = tf.train.CheckpointManager(
+                self.checkpoint, directory, max_to_keep=keep_checkpoints
+            )
+        self.writer = (
+            tf.summary.create_file_writer(log_dir)
+            if (log_dir and self.is_chief)
+            else tf.summary.create_noop_writer()
+        )
+        self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
+
+    @property
+    def step(self):
+        return int(self.optimizer.iterations.numpy())
+
+    def restore(self):
+        """Restores the newest checkpoint, if any. Returns the restored step."""
+        if self.checkpoint_manager and self.checkpoint_manager.latest_checkpoint:
+            self.checkpoint.restore(self.checkpoint_manager.latest_checkpoint)
+            return self.step
+        return 0
+
+    def save(self):
+        if self.checkpoint_manager is not None:
+            self.checkpoint_manager.save(checkpoint_number=self.step)
+            if not self.is_chief:
+                shutil.rmtree(self.checkpoint_manager.directory, ignore_errors=True)
+
+    # ---- the step ---------------------------------------------------------------
+
+    def _replica_step(self, inputs, labels):
+        replica = tf.distribute.get_replica_context()
+        with tf.GradientTape() as tape:
+            logits = self.model(inputs, training=True)
+            loss_sum, tokens, correct = token_loss_sum(
+                labels, logits, self.label_smoothing
+            )
+            # Divide by the global token count: the summed gradients of N
+            # replicas then equal one device's gradient on the global batch.
+            global_tokens = replica.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
+            loss = loss_sum / tf.maximum(global_tokens, 1.0)
+            scaled_loss = self.optimizer.scale_loss(loss)
+        variables = self.model.trainable_variables
+        gradients = tape.gradient(scaled_loss, variables)
+        self.optimizer.apply_gradients(zip(gradients, variables))
+        return loss, tokens, correct
+
+    def _distributed_step(self, inputs, labels):
+        loss, tokens, correct = self.strategy.run(
+            self._replica_step, args=(inputs, labels)
+        )
+        total = tf.distribute.ReduceOp.SUM
+        return {
+            "loss": self.strategy.reduce(total, loss, axis=None),
+            "tokens": self.strategy.reduce(total, tokens, axis=None),
+            "correct": self.strategy.reduce(total, correct, axis=None),
+        }
+
+    def train_on_batch(self, inputs, labels):
+        """One optimisation step on one (global) batch; returns float metrics."""
+        values = self._train_step(inputs, labels)
+        return {k: float(v) for k, v in values.items()}
+
+    # ---- the loop -----------------------------------------------------------------
+
+    def _learning_rate(self):
+        lr = self.optimizer.learning_rate
+        return float(lr(self.optimizer.iterations) if callable(lr) else lr)
+
+    def train(
+        self,
+        make_dataset,
+        epochs=None,
+        max_steps=None,
+        time_budget_seconds=None,
+        verbose=1,
+    ):
+        """Trains until `epochs`, `max_steps` or the time budget runs out.
+
+        Args:
+            make_dataset: `epoch -> tf.data.Dataset` of `(inputs, labels)`
+                global batches; reshuffled per epoch by the caller (seed +
+                epoch) so a resumed run sees the same order.
+            epochs, max_steps, time_budget_seconds: stop conditions (at least
+                one should be set; all default to unbounded).
+            verbose: 1 shows a Keras progress bar.
+        """
+        if epochs is None and max_steps is None and time_budget_seconds is None:
+            raise ValueError("Set at least one of epochs, max_steps, time_budget_seconds.")
+        resumed_from = self.restore()
+        start = time.monotonic()
+        tokens_seen = 0
+        last_loss = math.nan
+        progress = keras.utils.Progbar(max_steps, stateful_metrics=["lr", "tok/s"]) if verbose else None
+        window_start, window_tokens = time.monotonic(), 0
+        done = False
+        while not done:
+            epoch = int(self.epoch.numpy())
+            if epochs is not None and epoch >= epochs:
+                break
+            dataset = make_dataset(epoch).skip(int(self.batches_in_epoch.numpy()))
+            for inputs, labels in self.strategy.experimental_distribute_dataset(dataset):
+                metrics = self.train_on_batch(inputs, labels)
+                self.batches_in_epoch.assign_add(1)
+                step = self.step
+                if not math.isfinite(metrics["loss"]):
+                    raise FloatingPointError(
+                        f"The loss became {metrics['loss']} at step {step}; the last "
+                        "good checkpoint is kept. Lower the learning rate or check "
+                        "the data."
+                    )
+                last_loss = metrics["loss"]
+                tokens_seen += int(metrics["tokens"])
+                window_tokens += int(metrics["tokens"])
+                logs = {
+                    "loss": metrics["loss"],
+                    "accuracy": metrics["correct"] / max(metrics["tokens"], 1.0),
+                    "lr": self._learning_rate(),
+                }
+                if step % self.log_every == 0:
+                    elapsed = max(time.monotonic() - window_start, 1e-9)
+                    logs["tok/s"] = window_tokens / elapsed
+                    self._write_scalars(step, logs)
+                    window_start, window_tokens = time.monotonic(), 0
+                if progress is not None:
+                    progress.update(step, [(k, v) for k, v in logs.items()])
+                for callback in self.callbacks:
+                    if hasattr(callback, "on_step_end"):
+                        callback.on_step_end(self, step, logs)
+                if self.checkpoint_every and step % self.checkpoint_every == 0:
+                    self.save()
+                over_time = (
+                    time_budget_seconds is not None
+                    and time.monotonic() - start >= time_budget_seconds
+                )
+                if (max_steps is not None and step >= max_steps) or over_time:
+                    done = True
+                    break
+            else:
+                self.epoch.assign_add(1)
+                self.batches_in_epoch.assign(0)
+        self.save()
+        self.writer.flush()
+        seconds = time.monotonic() - start
+        return TrainingSummary(
+            steps=self.step,
+            epochs_completed=int(self.epoch.numpy()),
+            train_seconds=seconds,
+            target_tokens=tokens_seen,
+            target_tokens_per_second=tokens_seen / max(seconds, 1e-9),
+            final_loss=last_loss,
+            resumed_from_step=resumed_from,
+        )
+
+    def _write_scalars(self, step, logs):
+        with self.writer.as_default(step=step):
+            tf.summary.scalar("loss", logs["loss"])
+            tf.summary.scalar("perplexity", float(np.exp(min(logs["loss"], 50.0))))
+            tf.summary.scalar("token_accuracy", logs["accuracy"])
+            tf.summary.scalar("learning_rate", logs["lr"])
+            if "tok/s" in logs:
+                tf.summary.scalar("target_tokens_per_second", logs["tok/s"])
