@@ -1,0 +1,29 @@
+"""Search over the step protocol of the zoo's models: greedy and beam search.
+
+Both are built on ``tf.while_loop`` so they run eagerly, inside
+``tf.function`` (autograph on or off) and in exported graphs with dynamic
+batch size, source length and beam size. See ``beam.py`` for the algorithm
+and ``common.py`` for the protocol and the special ids.
+"""
+
+from keras_attn_zoo.decoding.beam import beam_search
+from keras_attn_zoo.decoding.common import (
+    BOS_ID,
+    EOS_ID,
+    NEG_INF,
+    PAD_ID,
+    length_penalty,
+    max_target_lengths,
+)
+from keras_attn_zoo.decoding.greedy import greedy_search
+
+__all__ = [
+    "BOS_ID",
+    "EOS_ID",
+    "NEG_INF",
+    "PAD_ID",
+    "beam_search",
+    "greedy_search",
+    "length_penalty",
+    "max_target_lengths",
+]

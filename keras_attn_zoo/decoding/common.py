@@ -1,0 +1,159 @@
+"""Pieces shared by greedy and beam search: constants, length rules, scoring.
+
+The step protocol both searches drive (implemented by every model):
+
+* ``model.encode(source_ids) -> memory``
+* ``model.initial_state(memory, max_length) -> state`` (a dict, batch first)
+* ``model.decode_step(token, step, state) -> (logits, state)``
+
+If ``state`` has the key ``"attention"`` (float32 ``[batch, source_length]``),
+the searches record it at every step and return it as an alignment.
+"""
+
+import tensorflow as tf
+
+try:  # The data package owns the special ids; fall back if it is absent.
+    from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
+except ImportError:  # pragma: no cover - only while the data package is missing
+    # Must stay identical to keras_attn_zoo/data/vocabulary.py.
+    PAD_ID, BOS_ID, EOS_ID = 0, 2, 3
+
+# Scores are float32; -inf would give NaN in (-inf) - (-inf), so dead
+# hypotheses and banned tokens get this large finite negative instead.
+NEG_INF = -1e9
+# A score below this comes from a banned token or a dead hypothesis.
+VALID_THRESHOLD = NEG_INF / 2
+# When a sentence is forced to end at its max length but the model gives
+# EOS zero probability, EOS gets this log-prob so a hypothesis still exists.
+FORCED_EOS_FLOOR = -1e4
+# Absorbs float32 rounding of max_length_a (1.2 * 5 = 6.0000002 -> ceil 7).
+_CEIL_TOLERANCE = 1e-4
+
+
+def length_penalty(num_tokens, alpha):
+    """GNMT length penalty ``((5 + num_tokens) / 6) ** alpha``.
+
+    Args:
+        num_tokens: int or int tensor, number of generated tokens *including*
+            the final EOS.
+        alpha: float or scalar float tensor; 0 turns the penalty off (lp = 1).
+
+    Returns:
+        float32 tensor shaped like ``num_tokens``.
+    """
+    num_tokens = tf.cast(num_tokens, tf.float32)
+    return tf.pow((5.0 + num_tokens) / 6.0, tf.cast(alpha, tf.float32))
+
+
+def source_lengths(source_ids, pad_id=PAD_ID):
+    """Number of non-pad tokens of each source sentence, int32 ``[B]``."""
+    return tf.reduce_sum(tf.cast(tf.not_equal(source_ids, pad_id), tf.int32), axis=1)
+
+
+def max_target_lengths(source_ids, max_length_a, max_length_b):
+    """Per-sentence limit ``ceil(a * source_length + b)``, int32 ``[B]``.
+
+    The limit counts generated tokens *excluding* EOS: a sentence emits at most
+    that many real tokens, and EOS is forced at the step right after them.
+    """
+    length = tf.cast(source_lengths(source_ids), tf.float64)
+    a = tf.cast(max_length_a, tf.float64)
+    b = tf.cast(max_length_b, tf.float64)
+    limit = tf.math.ceil(a * length + b - _CEIL_TOLERANCE)
+    return tf.maximum(tf.cast(limit, tf.int32), 0)
+
+
+def num_decode_steps(max_lengths):
+    """Steps the caches must hold: the batch's longest limit plus the EOS step."""
+    # The appended 0 keeps reduce_max defined for an empty batch.
+    return tf.reduce_max(tf.concat([max_lengths, [0]], axis=0)) + 1
+
+
+def selection_log_probs(logits, step, tokens_so_far, state, row_max_lengths,
+                        logits_processor):
+    """Turns one step's logits into the float32 log-probs the search ranks.
+
+    Order: log-softmax (float32) -> ``logits_processor`` -> PAD and BOS banned
+    -> clamp to ``NEG_INF`` (so -inf never reaches the sums) -> rows at their
+    max length may only emit EOS, with the model's own EOS log-prob (the
+    processor cannot prevent a sentence from ending).
+
+    Args:
+        logits: ``[R, V]`` logits of any float dtype.
+        step: scalar int32, 0-based index of the token being chosen.
+        tokens_so_far: int32 ``[R, num_steps]``, tokens chosen before ``step``
+            (0 from ``step`` on).
+        state: the state returned by this step's ``decode_step``.
+        row_max_lengths: int32 ``[R]``, each row's max length (excluding EOS).
+        logits_processor: optional callable, see ``beam_search``.
+
+    Returns:
+        float32 ``[R, V]``, every entry ``>= NEG_INF``.
+    """
+    model_log_probs = tf.nn.log_softmax(tf.cast(logits, tf.float32), axis=-1)
+    log_probs = model_log_probs
+    if logits_processor is not None:
+        log_probs = tf.cast(
+            logits_processor(log_probs, step, tokens_so_far, state), tf.float32)
+    vocab = tf.range(tf.shape(log_probs)[-1])
+    never_generated = tf.logical_or(tf.equal(vocab, PAD_ID), tf.equal(vocab, BOS_ID))
+    log_probs = tf.where(never_generated[tf.newaxis, :], NEG_INF, log_probs)
+    log_probs = tf.maximum(log_probs, NEG_INF)
+
+    is_eos = tf.equal(vocab, EOS_ID)[tf.newaxis, :]
+    eos_log_prob = tf.maximum(model_log_probs[:, EOS_ID], FORCED_EOS_FLOOR)
+    only_eos = tf.where(is_eos, eos_log_prob[:, tf.newaxis], NEG_INF)
+    at_limit = tf.greater_equal(step, row_max_lengths)[:, tf.newaxis]
+    return tf.where(at_limit, only_eos, log_probs)
+
+
+def write_column(buffer, step, values):
+    """Returns ``buffer`` ``[R, T, ...]`` with ``buffer[:, step] = values``."""
+    rows = tf.range(tf.shape(buffer)[0])
+    indices = tf.stack([rows, tf.fill(tf.shape(rows), step)], axis=1)
+    return tf.tensor_scatter_nd_update(buffer, indices, tf.cast(values, buffer.dtype))
+
+
+def keep_static_shapes(new, old):
+    """Gives each tensor of ``new`` the static shape known for ``old``.
+
+    Gathers with computed indices lose static dims; ``tf.while_loop`` rejects
+    loop variables whose shape gets less specific, and Keras layers inside
+    ``decode_step`` may need the static feature dims.
+    """
+    def restore(new_tensor, old_tensor):
+        new_tensor.set_shape(old_tensor.shape)
+        return new_tensor
+    return tf.nest.map_structure(restore, new, old)
+
+
+def mask_after_lengths(values, lengths):
+    """Zeroes ``values[b, n, t, ...]`` for ``t >= lengths[b, n]``."""
+    time = tf.range(tf.shape(values)[2])
+    keep = tf.less(time[tf.newaxis, tf.newaxis, :], lengths[:, :, tf.newaxis])
+    extra_dims = tf.rank(values) - 3
+    keep = tf.reshape(keep, tf.concat(
+        [tf.shape(keep), tf.ones([extra_dims], tf.int32)], axis=0))
+    return tf.where(keep, values, tf.zeros_like(values))
+
+
+def package_outputs(tokens, lengths, scores, alignment, steps):
+    """Builds the search result dict, trimming time to the longest hypothesis.
+
+    Args:
+        tokens: int32 ``[B, N, num_steps]``.
+        lengths: int32 ``[B, N]``, tokens excluding EOS.
+        scores: float32 ``[B, N]``.
+        alignment: float32 ``[B, N, num_steps, S]`` or None.
+        steps: scalar int32, number of ``decode_step`` calls made.
+    """
+    longest = tf.reduce_max(tf.concat([tf.reshape(lengths, [-1]), [0]], axis=0))
+    result = {
+        "ids": mask_after_lengths(tokens[:, :, :longest], lengths),
+        "lengths": lengths,
+        "scores": scores,
+        "steps": steps,
+    }
+    if alignment is not None:
+        result["alignment"] = mask_after_lengths(alignment[:, :, :longest], lengths)
+    return result
