@@ -1,0 +1,496 @@
+"""The Ding German-English dictionary as a small parallel corpus.
+
+The Ding dictionary (Frank Richter, TU Chemnitz, GPL-2+) ships as one text file with lines
+
+    German :: English
+
+where both sides are split into sub-entries by `` | `` (the n-th German sub-entry translates the
+n-th English one) and each sub-entry lists alternatives separated by ``;``. Many entries end in
+example sentences ("Er reißt sich kein Bein aus. :: He isn't straining himself."); these make a
+clean corpus of about 18,000 short sentence pairs, which is enough to train and compare small
+attention models on a CPU. The remaining ~200,000 sub-entries are words and phrases.
+
+The file is not redistributed with this package. :func:`ensure_ding_file` finds it (or installs
+or downloads it) and :func:`ding_corpus` returns deterministic train/valid/test splits.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import functools
+import gzip
+import hashlib
+import os
+import pathlib
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import unicodedata
+import urllib.request
+from typing import Iterable
+
+DEFAULT_DING_PATH = "/usr/share/trans/de-en"
+DING_ENV_VAR = "KERAS_ATTN_ZOO_DING"
+DING_DOWNLOAD_URL = "https://ftp.tu-chemnitz.de/pub/Local/urz/ding/de-en/de-en.txt.gz"
+DING_APT_PACKAGE = "trans-de-en"
+
+SPLITS = ("train", "valid", "test")
+KINDS = ("sentences", "phrases", "all")
+DIRECTIONS = ("de-en", "en-de")
+
+# Split buckets out of 100: hashing the German side (not the line) keeps every German sentence in
+# exactly one split no matter how often or where it occurs in the file.
+_TEST_BUCKETS = 7
+_VALID_BUCKETS = 7
+_SPLIT_BUCKET_COUNT = 100
+
+_MIN_SENTENCE_WORDS = 4
+
+# Annotations to remove: {f} {pl} {vt}, [Br.] [ugs.], <search keywords>, and abbreviations such
+# as "/Abs./" that stand alone between spaces (so "er/sie/es" and "and/or" are kept).
+_ANNOTATION_PATTERN = re.compile(
+    r"\{[^{}]*\}|\[[^\[\]]*\]|<[^<>]*>|(?<!\S)/[^\s/]+/(?!\S)"
+)
+_ANNOTATION_START_PATTERN = re.compile(r"[{\[</]")
+_OPENING_BRACKET_PATTERN = re.compile(r"[(\[{<]")
+_WHITESPACE_PATTERN = re.compile(r"\s+")
+# "pedalling [Br.]/pedaling [Am.]" leaves "pedalling /pedaling" once annotations are gone.
+_SPACE_BEFORE_SLASH_PATTERN = re.compile(r"(?<=\S) /(?=\S)")
+_SPACE_BEFORE_PUNCTUATION_PATTERN = re.compile(r"\s+(?=[.,;:!?](?:\s|$))")
+_OPENING_BRACKETS = "([{<"
+_CLOSING_BRACKETS = ")]}>"
+_SENTENCE_END_CHARACTERS = ".?!"
+# Quotes and brackets that may follow the final punctuation of a sentence.
+_TRAILING_CLOSERS = "\"'“”„»«‘’)"
+# Phrases such as "to do sth." or "jdm. etw. geben" end in a dot without being sentences.
+_ABBREVIATIONS_THAT_END_PHRASES = frozenset(
+    {
+        "sth.", "sb.", "sb.'s", "sb.’s", "etw.", "jdn.", "jdm.", "jds.", "jd.",
+        "etc.", "usw.", "u.", "o.", "bzw.", "z.", "B.", "vgl.", "ca.",
+    }
+)
+
+
+# --------------------------------------------------------------------------------------------
+# Locating the file
+# --------------------------------------------------------------------------------------------
+
+
+def ding_cache_dir() -> pathlib.Path:
+    """Where downloads go: ``$XDG_CACHE_HOME/keras_attn_zoo``, else ``~/.cache/keras_attn_zoo``."""
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return pathlib.Path(cache_home) / "keras_attn_zoo"
+
+
+def ding_cache_path() -> pathlib.Path:
+    """Where :func:`ensure_ding_file` stores a downloaded, decompressed copy."""
+    return ding_cache_dir() / "de-en.txt"
+
+
+def _how_to_get_ding_message() -> str:
+    return (
+        "The Ding German-English dictionary was not found. Get it in one of these ways:\n"
+        f"  * Debian/Ubuntu: sudo apt-get install {DING_APT_PACKAGE}   "
+        f"(installs {DEFAULT_DING_PATH})\n"
+        f"  * download {DING_DOWNLOAD_URL}, gunzip it and set {DING_ENV_VAR}=/path/to/de-en.txt\n"
+        f"  * or place the decompressed file at {ding_cache_path()}"
+    )
+
+
+def _try_apt_get_install() -> bool:
+    """Install the Debian package as root; returns whether the default path now exists."""
+    install_command = ["apt-get", "install", "-y", DING_APT_PACKAGE]
+    environment = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
+    print(f"Installing {DING_APT_PACKAGE} with apt-get ...", file=sys.stderr)
+    result = subprocess.run(install_command, env=environment, check=False)
+    if result.returncode != 0:
+        # A fresh container often has empty package lists; refresh them once and retry.
+        subprocess.run(["apt-get", "update"], env=environment, check=False)
+        subprocess.run(install_command, env=environment, check=False)
+    return pathlib.Path(DEFAULT_DING_PATH).is_file()
+
+
+def _download_ding(url: str, destination: pathlib.Path) -> pathlib.Path:
+    """Downloads and decompresses the gzipped dictionary; the rename makes it atomic."""
+    from tqdm.auto import tqdm
+
+    destination.parent.mkdir(parents=True, exist_ok=True)
+    compressed_fd, compressed_name = tempfile.mkstemp(
+        dir=destination.parent, prefix=".de-en.", suffix=".gz.part"
+    )
+    text_fd, text_name = tempfile.mkstemp(dir=destination.parent, prefix=".de-en.", suffix=".part")
+    try:
+        with urllib.request.urlopen(url, timeout=60) as response, os.fdopen(
+            compressed_fd, "wb"
+        ) as compressed_file:
+            total_bytes = int(response.headers.get("Content-Length") or 0) or None
+            with tqdm(total=total_bytes, unit="B", unit_scale=True, desc="de-en.txt.gz") as bar:
+                while chunk := response.read(1 << 16):
+                    compressed_file.write(chunk)
+                    bar.update(len(chunk))
+        with gzip.open(compressed_name, "rb") as source, os.fdopen(text_fd, "wb") as target:
+            shutil.copyfileobj(source, target)
+        os.replace(text_name, destination)
+    finally:
+        for leftover in (compressed_name, text_name):
+            if os.path.exists(leftover):
+                os.remove(leftover)
+    return destination
+
+
+def ensure_ding_file(
+    path: str | os.PathLike | None = None,
+    *,
+    allow_install: bool = True,
+    allow_download: bool = True,
+) -> pathlib.Path:
+    """Returns the path of the Ding ``de-en`` dictionary, installing or downloading it if needed.
+
+    The search order is: ``path`` (or the ``KERAS_ATTN_ZOO_DING`` environment variable), the
+    Debian location ``/usr/share/trans/de-en``, a cached copy in ``~/.cache/keras_attn_zoo``,
+    ``apt-get install trans-de-en`` when running as root, and finally a download of the upstream
+    ``de-en.txt.gz`` into the cache.
+
+    Args:
+        path: an explicit file. When given (or set through the environment variable) it must
+            exist; there is no silent fallback to another copy.
+        allow_install: whether the ``apt-get`` step may run.
+        allow_download: whether the download step may run.
+
+    Raises:
+        FileNotFoundError: with instructions when no copy can be found or obtained.
+    """
+    explicit_path = path if path is not None else os.environ.get(DING_ENV_VAR)
+    if explicit_path:
+        explicit_path = pathlib.Path(explicit_path).expanduser()
+        if explicit_path.is_file():
+            return explicit_path
+        origin = "path" if path is not None else f"${DING_ENV_VAR}"
+        raise FileNotFoundError(
+            f"Ding dictionary given by {origin} does not exist: {explicit_path}\n"
+            + _how_to_get_ding_message()
+        )
+
+    default_path = pathlib.Path(DEFAULT_DING_PATH)
+    if default_path.is_file():
+        return default_path
+    cached_path = ding_cache_path()
+    if cached_path.is_file():
+        return cached_path
+
+    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
+    if allow_install and is_root and shutil.which("apt-get"):
+        if _try_apt_get_install():
+            return default_path
+
+    download_error: Exception | None = None
+    if allow_download:
+        try:
+            return _download_ding(DING_DOWNLOAD_URL, cached_path)
+        except Exception as error:  # noqa: BLE001 - any failure means "tell the user how"
+            download_error = error
+    message = _how_to_get_ding_message()
+    if download_error is not None:
+        message += f"\n(The download from {DING_DOWNLOAD_URL} failed: {download_error})"
+    raise FileNotFoundError(message)
+
+
+# --------------------------------------------------------------------------------------------
+# Parsing
+# --------------------------------------------------------------------------------------------
+
+
+def _strip_annotations(text: str) -> str:
+    """Removes {..} [..] <..> and /abbreviation/ annotations and tidies whitespace."""
+    # Most pieces need only the whitespace step; the regular expressions dominate parsing time.
+    may_have_annotation = _ANNOTATION_START_PATTERN.search(text) is not None
+    if may_have_annotation:
+        text = _ANNOTATION_PATTERN.sub(" ", text)
+    text = " ".join(text.split())
+    if may_have_annotation:
+        text = _SPACE_BEFORE_SLASH_PATTERN.sub("/", text)
+        text = _SPACE_BEFORE_PUNCTUATION_PATTERN.sub("", text)
+    return text
+
+
+def _split_top_level(text: str, separator: str) -> list[str]:
+    """Splits on ``separator`` outside any (), [], {} or <> brackets."""
+    if separator not in text:
+        return [text]
+    if not _OPENING_BRACKET_PATTERN.search(text):
+        return text.split(separator)
+    pieces = []
+    depth = 0
+    piece_start = 0
+    for index, character in enumerate(text):
+        if character in _OPENING_BRACKETS:
+            depth += 1
+        elif character in _CLOSING_BRACKETS:
+            depth = max(depth - 1, 0)
+        elif character == separator and depth == 0:
+            pieces.append(text[piece_start:index])
+            piece_start = index + 1
+    pieces.append(text[piece_start:])
+    if depth != 0:
+        # An unbalanced bracket (e.g. "x < y") would hide every separator after it.
+        return text.split(separator)
+    return pieces
+
+
+def _ends_like_sentence(text: str) -> bool:
+    stripped = text.rstrip(_TRAILING_CLOSERS)
+    return stripped[-1:] in _SENTENCE_END_CHARACTERS if stripped else False
+
+
+def _join_clauses_of_one_sentence(alternatives: list[str]) -> list[str]:
+    """Re-joins pieces split at a ``;`` that is punctuation inside one sentence.
+
+    In "You'll have to knock; our doorbell doesn't work." the semicolon joins two clauses. Such a
+    semicolon follows a clause of two or more words that does not end a sentence, and is followed
+    by a lower-case word; alternatives ("Stillgestanden!; Habt Acht!") look different.
+    """
+    whole = ";".join(alternatives)
+    if len(alternatives) < 2 or not _ends_like_sentence(_strip_annotations(whole)):
+        return alternatives
+    joined = [alternatives[0]]
+    for piece in alternatives[1:]:
+        previous_clean = _strip_annotations(joined[-1])
+        piece_clean = _strip_annotations(piece)
+        is_inner_clause = (
+            previous_clean[:1].isupper()
+            and len(previous_clean.split()) >= 2
+            and not _ends_like_sentence(previous_clean)
+            and piece_clean[:1].islower()
+        )
+        if is_inner_clause:
+            joined[-1] = joined[-1] + ";" + piece
+        else:
+            joined.append(piece)
+    return joined
+
+
+def _first_alternative(sub_entry: str) -> str:
+    if ";" not in sub_entry:  # the common case: one alternative
+        return _strip_annotations(sub_entry)
+    alternatives = _join_clauses_of_one_sentence(_split_top_level(sub_entry, ";"))
+    for alternative in alternatives:
+        cleaned = _strip_annotations(alternative)
+        if cleaned:
+            return cleaned
+    return ""
+
+
+def _parse_line_or_none(line: str) -> list[tuple[str, str]] | None:
+    """Parses one line; ``None`` means malformed (skipped), ``[]`` means nothing to keep."""
+    if not line.strip() or line.startswith("#"):
+        return []
+    sides = line.split("::")
+    if len(sides) != 2:
+        return None
+    # Split on the bare "|" so that an empty first sub-entry ("::  | x") still counts as one.
+    german_sub_entries = sides[0].split("|")
+    english_sub_entries = sides[1].split("|")
+    if len(german_sub_entries) != len(english_sub_entries):
+        return None
+    pairs = []
+    for german_sub_entry, english_sub_entry in zip(german_sub_entries, english_sub_entries):
+        german = _first_alternative(german_sub_entry)
+        english = _first_alternative(english_sub_entry)
+        if german and english:
+            pairs.append((german, english))
+    return pairs
+
+
+def parse_ding_line(line: str) -> list[tuple[str, str]]:
+    """Parses one dictionary line into ``(german, english)`` pairs, one per sub-entry.
+
+    * Sub-entries separated by `` | `` are paired by position. A line whose two sides have
+      different numbers of sub-entries, or that lacks exactly one `` :: ``, is skipped (returns
+      ``[]``; :func:`ding_statistics` counts such lines).
+    * Of the ``;``-separated alternatives only the FIRST is kept on each side. Both sides list
+      their most common form first, and the n-th alternatives do not correspond to each other,
+      so pairing first with first is the one choice that is reliably a translation. Only a
+      ``;`` outside brackets separates alternatives (``{prp; +Akk.}`` does not), and a ``;``
+      between two clauses of one sentence is kept inside the sentence.
+    * Annotations ``{..}``, ``[..]``, ``<..>`` and abbreviations like ``/Abs./`` are removed;
+      text in round brackets is kept. Whitespace is collapsed.
+    * Comment lines (``#``) and blank lines give ``[]``.
+    """
+    return _parse_line_or_none(line) or []
+
+
+def is_sentence_pair(german: str, english: str) -> bool:
+    """Whether a pair is an example sentence rather than a word or phrase.
+
+    Both sides must end in ``.``, ``?`` or ``!`` (optionally followed by closing quotes) and have
+    at least four words; the English side must start like a sentence (not "to do sth."), and
+    neither side may end in an abbreviation such as "sth." or "etw.".
+    """
+    for text in (german, english):
+        words = text.split()
+        if len(words) < _MIN_SENTENCE_WORDS or not _ends_like_sentence(text):
+            return False
+        if words[-1].rstrip(_TRAILING_CLOSERS) in _ABBREVIATIONS_THAT_END_PHRASES:
+            return False
+    first_character = english.lstrip("\"'“„»«‘¡¿(")[:1]
+    return first_character.isupper() or first_character.isdigit()
+
+
+def normalize_for_split(german: str) -> str:
+    """The key that decides a pair's split: NFC, case-folded, whitespace collapsed."""
+    text = unicodedata.normalize("NFC", german).casefold()
+    return _WHITESPACE_PATTERN.sub(" ", text).strip()
+
+
+def split_of(german: str) -> str:
+    """The split ("train", "valid" or "test") a German text belongs to; stable across runs."""
+    digest = hashlib.md5(normalize_for_split(german).encode("utf-8")).digest()
+    bucket = int.from_bytes(digest[:8], "big") % _SPLIT_BUCKET_COUNT
+    if bucket < _TEST_BUCKETS:
+        return "test"
+    if bucket < _TEST_BUCKETS + _VALID_BUCKETS:
+        return "valid"
+    return "train"
+
+
+@dataclasses.dataclass(frozen=True)
+class _ParsedDing:
+    """Every distinct pair of the file with its kind and split, in file order."""
+
+    pairs: tuple[tuple[str, str], ...]
+    is_sentence: tuple[bool, ...]
+    splits: tuple[str, ...]
+    lines_read: int
+    lines_skipped: int
+
+
+def _parse_lines(lines: Iterable[str]) -> _ParsedDing:
+    seen_pairs = set()
+    pairs, is_sentence, splits = [], [], []
+    lines_read = lines_skipped = 0
+    split_by_german: dict[str, str] = {}
+    for line in lines:
+        if line.startswith("#") or not line.strip():
+            continue
+        lines_read += 1
+        line_pairs = _parse_line_or_none(line)
+        if line_pairs is None:
+            lines_skipped += 1
+            continue
+        for pair in line_pairs:
+            # The same example sentence appears under several head words; keep one copy.
+            if pair in seen_pairs:
+                continue
+            seen_pairs.add(pair)
+            german = pair[0]
+            split = split_by_german.get(german)
+            if split is None:
+                split = split_by_german[german] = split_of(german)
+            pairs.append(pair)
+            is_sentence.append(is_sentence_pair(*pair))
+            splits.append(split)
+    return _ParsedDing(tuple(pairs), tuple(is_sentence), tuple(splits), lines_read, lines_skipped)
+
+
+@functools.lru_cache(maxsize=4)
+def _parse_file_cached(path: str, modified_ns: int, size: int) -> _ParsedDing:
+    del modified_ns, size  # part of the cache key only: a changed file is parsed again
+    with open(path, encoding="utf-8", errors="replace") as dictionary_file:
+        return _parse_lines(dictionary_file)
+
+
+def _parse_file(path: str | os.PathLike | None) -> _ParsedDing:
+    resolved = ensure_ding_file(path).resolve()
+    status = resolved.stat()
+    return _parse_file_cached(str(resolved), status.st_mtime_ns, status.st_size)
+
+
+def _check_choice(name: str, value: str, choices: tuple[str, ...]) -> None:
+    if value not in choices:
+        raise ValueError(f"Unknown {name}={value!r}; expected one of {', '.join(choices)}.")
+
+
+def ding_corpus(
+    split: str = "train",
+    kind: str = "sentences",
+    direction: str = "de-en",
+    path: str | os.PathLike | None = None,
+) -> list[tuple[str, str]]:
+    """Returns ``(source, target)`` pairs of the Ding dictionary.
+
+    Args:
+        split: "train", "valid" or "test". About 7% of distinct German texts go to test and 7% to
+            valid, chosen by an MD5 hash of the normalised German side, so the split does not
+            depend on the order of the file and no German text is in two splits.
+        kind: "sentences" (example sentences, about 18,000 in total), "phrases" (every other
+            sub-entry, about 200,000) or "all".
+        direction: "de-en" gives (German, English) pairs, "en-de" (English, German).
+        path: the dictionary file; see :func:`ensure_ding_file` for the default search.
+
+    The parsed file is cached in this process (keyed by path, modification time and size).
+    Identical pairs are returned once, in file order.
+    """
+    _check_choice("split", split, SPLITS)
+    _check_choice("kind", kind, KINDS)
+    _check_choice("direction", direction, DIRECTIONS)
+    parsed = _parse_file(path)
+    wanted_sentence = {"sentences": (True,), "phrases": (False,), "all": (True, False)}[kind]
+    selected = [
+        pair
+        for pair, is_sentence, pair_split in zip(parsed.pairs, parsed.is_sentence, parsed.splits)
+        if pair_split == split and is_sentence in wanted_sentence
+    ]
+    if direction == "en-de":
+        return [(english, german) for german, english in selected]
+    return selected
+
+
+def ding_statistics(path: str | os.PathLike | None = None) -> dict:
+    """Counts of the parsed dictionary.
+
+    Returns:
+        ``{"path": str, "lines": int, "lines_skipped": int, "pairs": int,
+        "counts": {split: {"sentences": n, "phrases": n, "all": n}}}``.
+    """
+    resolved = ensure_ding_file(path)
+    parsed = _parse_file(resolved)
+    counts = {split: {"sentences": 0, "phrases": 0, "all": 0} for split in SPLITS}
+    for is_sentence, split in zip(parsed.is_sentence, parsed.splits):
+        counts[split]["sentences" if is_sentence else "phrases"] += 1
+        counts[split]["all"] += 1
+    return {
+        "path": str(resolved),
+        "lines": parsed.lines_read,
+        "lines_skipped": parsed.lines_skipped,
+        "pairs": len(parsed.pairs),
+        "counts": counts,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m keras_attn_zoo.data.ding [PATH]``: ensure the file, print its path and counts."""
+    argv = sys.argv[1:] if argv is None else argv
+    try:
+        path = ensure_ding_file(argv[0] if argv else None)
+    except FileNotFoundError as error:
+        print(error, file=sys.stderr)
+        return 1
+    statistics = ding_statistics(path)
+    print(f"Ding dictionary: {statistics['path']}")
+    print(
+        f"lines: {statistics['lines']}  skipped (malformed): {statistics['lines_skipped']}  "
+        f"distinct pairs: {statistics['pairs']}"
+    )
+    print(f"{'split':<8}{'sentences':>12}{'phrases':>12}{'all':>12}")
+    for split, split_counts in statistics["counts"].items():
+        print(
+            f"{split:<8}{split_counts['sentences']:>12}{split_counts['phrases']:>12}"
+            f"{split_counts['all']:>12}"
+        )
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

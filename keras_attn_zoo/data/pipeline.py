@@ -1,0 +1,245 @@
+"""The tf.data training pipeline: tokenize in-graph, filter by length, bucket, batch by tokens.
+
+Each element is ``(features, labels)`` with
+
+    features["source_ids"]  int32[B, S]  source pieces + [EOS]
+    features["target_ids"]  int32[B, T]  [BOS] + target pieces     (decoder input)
+    labels                  int32[B, T]  target pieces + [EOS]     (= target_ids shifted left)
+
+padded with ``PAD_ID = 0`` to the longest sequence of the batch. Batches are formed from
+sequences of similar length and hold at most ``batch_tokens`` padded tokens on either side:
+``B * max(S, T) <= batch_tokens``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Sequence
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
+
+# Strings are tokenized in chunks: one tensorflow-text call per chunk is far cheaper than one per
+# sentence.
+_TOKENIZE_CHUNK_SIZE = 1024
+_MAX_SHUFFLE_BUFFER = 200_000
+# Bucket widths grow by ~10%, so padding wastes at most ~10% of a batch.
+_SMALLEST_BUCKET_LENGTH = 8
+_BUCKET_GROWTH = 1.1
+_SMALLEST_BUCKET_STEP = 2
+
+
+@dataclasses.dataclass(frozen=True)
+class PipelineStats:
+    """What :func:`make_dataset` did with the pairs it was given.
+
+    Attributes:
+        total: number of pairs given.
+        kept: pairs in the data set (one epoch).
+        dropped_too_long: pairs left out because source + EOS or BOS + target had more than
+            ``max_length`` tokens.
+        max_length: the length limit, counting the special token.
+        batch_tokens: the token budget of a batch.
+        source_tokens: tokens of the kept sources, EOS included.
+        target_tokens: tokens of the kept labels, EOS included (what the loss is averaged over).
+        longest_source: longest kept source, EOS included (0 if nothing is kept).
+        longest_target: longest kept target, BOS included (0 if nothing is kept).
+        bucket_boundaries: ``bucket_by_sequence_length`` boundaries (lengths ``< b`` per bucket).
+        bucket_batch_sizes: batch size per bucket (one more entry than boundaries).
+    """
+
+    total: int
+    kept: int
+    dropped_too_long: int
+    max_length: int
+    batch_tokens: int
+    source_tokens: int
+    target_tokens: int
+    longest_source: int
+    longest_target: int
+    bucket_boundaries: tuple[int, ...]
+    bucket_batch_sizes: tuple[int, ...]
+
+    @property
+    def dropped_fraction(self) -> float:
+        return self.dropped_too_long / self.total if self.total else 0.0
+
+
+def bucket_layout(max_length: int, batch_tokens: int) -> tuple[list[int], list[int]]:
+    """Bucket boundaries and per-bucket batch sizes that keep every batch within the budget.
+
+    Bucket ``i`` holds lengths in ``[boundaries[i-1], boundaries[i])``, so its longest sequence
+    is ``boundaries[i] - 1`` and ``batch_size = batch_tokens // (boundaries[i] - 1)`` keeps
+    ``batch_size * padded_length <= batch_tokens`` whatever the batch pads to. The last boundary
+    is ``max_length + 1``: longer sequences were filtered out, so the final bucket stays empty.
+    """
+    if max_length < 1:
+        raise ValueError(f"max_length must be at least 1, got {max_length}.")
+    if batch_tokens < max_length:
+        raise ValueError(
+            f"batch_tokens={batch_tokens} is smaller than max_length={max_length}: a sequence of "
+            "the maximum length would not fit into one batch."
+        )
+    boundaries = []
+    upper_length = min(_SMALLEST_BUCKET_LENGTH, max_length)
+    while upper_length < max_length:
+        boundaries.append(upper_length + 1)
+        upper_length = max(upper_length + _SMALLEST_BUCKET_STEP, int(upper_length * _BUCKET_GROWTH))
+    boundaries.append(max_length + 1)
+    batch_sizes = [max(1, batch_tokens // (boundary - 1)) for boundary in boundaries]
+    # The bucket beyond the last boundary is never used; give it the smallest size.
+    batch_sizes.append(batch_sizes[-1])
+    return boundaries, batch_sizes
+
+
+def _split_pairs(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
+    sources = [source for source, _ in pairs]
+    targets = [target for _, target in pairs]
+    return sources, targets
+
+
+def token_lengths(
+    texts_a: Sequence[str], texts_b: Sequence[str], tokenizer
+) -> tuple[np.ndarray, np.ndarray]:
+    """Numbers of pieces (without special tokens) of two equally long lists of texts.
+
+    One pass of in-graph tokenization in chunks; about 1.5 s for 330k Ding pairs on 2 cores.
+    """
+    if len(texts_a) == 0:
+        return np.zeros([0], np.int64), np.zeros([0], np.int64)
+
+    def lengths_of_chunk(chunk_a, chunk_b):
+        return tokenizer(chunk_a).row_lengths(), tokenizer(chunk_b).row_lengths()
+
+    chunks = (
+        tf.data.Dataset.from_tensor_slices((list(texts_a), list(texts_b)))
+        .batch(_TOKENIZE_CHUNK_SIZE)
+        .map(lengths_of_chunk, num_parallel_calls=tf.data.AUTOTUNE)
+    )
+    lengths_a, lengths_b = [], []
+    for chunk_lengths_a, chunk_lengths_b in chunks.as_numpy_iterator():
+        lengths_a.append(chunk_lengths_a)
+        lengths_b.append(chunk_lengths_b)
+    return np.concatenate(lengths_a), np.concatenate(lengths_b)
+
+
+def _add_special_tokens(source_pieces: tf.RaggedTensor, target_pieces: tf.RaggedTensor):
+    """Builds (features, labels) rows from a chunk of tokenized pairs."""
+    chunk_size = source_pieces.nrows()
+    eos_column = tf.RaggedTensor.from_tensor(tf.fill([chunk_size, 1], EOS_ID))
+    bos_column = tf.RaggedTensor.from_tensor(tf.fill([chunk_size, 1], BOS_ID))
+    source_ids = tf.concat([source_pieces, eos_column], axis=1)
+    target_ids = tf.concat([bos_column, target_pieces], axis=1)
+    labels = tf.concat([target_pieces, eos_column], axis=1)
+    return {"source_ids": source_ids, "target_ids": target_ids}, labels
+
+
+def _as_dense_rows(features, labels):
+    return features, labels
+
+
+def make_dataset(
+    pairs: Sequence[tuple[str, str]],
+    tokenizer,
+    *,
+    batch_tokens: int = 4096,
+    max_length: int = 128,
+    shuffle: bool = True,
+    seed: int = 0,
+    repeat: bool = False,
+    drop_remainder: bool = False,
+    shuffle_buffer_size: int | None = None,
+) -> tuple[tf.data.Dataset, PipelineStats]:
+    """Builds the training (or evaluation) ``tf.data.Dataset`` of ``(source, target)`` pairs.
+
+    Args:
+        pairs: ``(source, target)`` texts.
+        tokenizer: from :func:`keras_attn_zoo.data.load_tokenizer` (special ids 0..3).
+        batch_tokens: upper bound of ``batch_size * max(padded source, padded target length)``.
+        max_length: pairs whose source + EOS or BOS + target exceed this are dropped (counted in
+            ``PipelineStats.dropped_too_long``); never truncated, since a truncated target
+            teaches the model to stop mid-sentence.
+        shuffle: shuffle pairs (seeded, reshuffled each epoch) before bucketing.
+        seed: the shuffle seed.
+        repeat: repeat forever (for ``model.fit`` with ``steps_per_epoch``).
+        drop_remainder: drop each bucket's last, incomplete batch (for fixed shapes per bucket).
+        shuffle_buffer_size: default: all pairs, at most 200,000.
+
+    Returns:
+        ``(dataset, stats)``. Elements are ``({"source_ids", "target_ids"}, labels)``, all int32,
+        padded with 0 to the batch's own longest sequence.
+    """
+    boundaries, batch_sizes = bucket_layout(max_length, batch_tokens)
+    sources, targets = _split_pairs(pairs)
+
+    # One counting pass: exact statistics, and the filter is applied to the strings so the
+    # streaming pipeline below never tokenizes a pair it would throw away.
+    source_lengths, target_lengths = token_lengths(sources, targets, tokenizer)
+    source_lengths = source_lengths + 1  # EOS
+    target_lengths = target_lengths + 1  # BOS for target_ids, EOS for labels
+    fits = (source_lengths <= max_length) & (target_lengths <= max_length)
+    kept_indices = np.flatnonzero(fits)
+    stats = PipelineStats(
+        total=len(sources),
+        kept=int(kept_indices.size),
+        dropped_too_long=int(len(sources) - kept_indices.size),
+        max_length=max_length,
+        batch_tokens=batch_tokens,
+        source_tokens=int(source_lengths[fits].sum()),
+        target_tokens=int(target_lengths[fits].sum()),
+        longest_source=int(source_lengths[fits].max(initial=0)),
+        longest_target=int(target_lengths[fits].max(initial=0)),
+        bucket_boundaries=tuple(boundaries),
+        bucket_batch_sizes=tuple(batch_sizes),
+    )
+
+    kept_sources = tf.constant([sources[index] for index in kept_indices], dtype=tf.string)
+    kept_targets = tf.constant([targets[index] for index in kept_indices], dtype=tf.string)
+    dataset = tf.data.Dataset.from_tensor_slices((kept_sources, kept_targets))
+    if shuffle and stats.kept:
+        buffer_size = shuffle_buffer_size or min(stats.kept, _MAX_SHUFFLE_BUFFER)
+        dataset = dataset.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True)
+    if repeat:
+        dataset = dataset.repeat()
+
+    def tokenize_chunk(source_texts, target_texts):
+        return _add_special_tokens(tokenizer(source_texts), tokenizer(target_texts))
+
+    dataset = (
+        dataset.batch(_TOKENIZE_CHUNK_SIZE)
+        .map(tokenize_chunk, num_parallel_calls=tf.data.AUTOTUNE)
+        .unbatch()
+        # unbatch() types rows as rank-0 ragged tensors, which padded_batch rejects; passing them
+        # through a map turns them into the plain 1-D tensors they are.
+        .map(_as_dense_rows, num_parallel_calls=tf.data.AUTOTUNE)
+    )
+
+    def longest_side(features, labels):
+        del labels  # as long as target_ids
+        return tf.maximum(
+            tf.shape(features["source_ids"])[0], tf.shape(features["target_ids"])[0]
+        )
+
+    dataset = dataset.bucket_by_sequence_length(
+        element_length_func=longest_side,
+        bucket_boundaries=boundaries,
+        bucket_batch_sizes=batch_sizes,
+        padded_shapes=({"source_ids": [None], "target_ids": [None]}, [None]),
+        padding_values=(
+            {
+                "source_ids": tf.constant(PAD_ID, tf.int32),
+                "target_ids": tf.constant(PAD_ID, tf.int32),
+            },
+            tf.constant(PAD_ID, tf.int32),
+        ),
+        pad_to_bucket_boundary=False,
+        drop_remainder=drop_remainder,
+    )
+    return dataset.prefetch(tf.data.AUTOTUNE), stats
+
+
+def count_target_tokens(labels) -> tf.Tensor:
+    """The number of real (non-padding) label tokens in a batch, as int32."""
+    return tf.reduce_sum(tf.cast(tf.not_equal(labels, PAD_ID), tf.int32))

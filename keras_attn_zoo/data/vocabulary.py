@@ -1,0 +1,210 @@
+"""One joint SentencePiece vocabulary for source and target, and its in-graph tokenizer.
+
+Special ids are fixed for the whole zoo (models, decoding and export rely on them):
+
+    PAD_ID = 0   padding; every pipeline pads with 0
+    UNK_ID = 1   unknown piece
+    BOS_ID = 2   start of a target sentence (first decoder input)
+    EOS_ID = 3   end of a sentence (last source token and last label)
+
+The tokenizer is ``keras_hub.tokenizers.SentencePieceTokenizer``, which wraps
+``tensorflow_text.SentencepieceTokenizer``: it runs inside ``tf.data`` and ``tf.function`` and is
+a trackable Keras layer, so an exported SavedModel carries the vocabulary with it.
+"""
+
+from __future__ import annotations
+
+import io
+import os
+import pathlib
+import random
+import tempfile
+from typing import Iterable
+
+PAD_ID = 0
+UNK_ID = 1
+BOS_ID = 2
+EOS_ID = 3
+
+PAD_PIECE = "<pad>"
+UNK_PIECE = "<unk>"
+BOS_PIECE = "<s>"
+EOS_PIECE = "</s>"
+
+_EXPECTED_SPECIAL_PIECES = {
+    PAD_ID: PAD_PIECE,
+    UNK_ID: UNK_PIECE,
+    BOS_ID: BOS_PIECE,
+    EOS_ID: EOS_PIECE,
+}
+DEFAULT_MAX_SENTENCES = 2_000_000
+
+
+def _flatten_texts(texts: Iterable) -> list[str]:
+    """Strings from ``texts``, where an item may also be a (source, target) pair or a tuple."""
+    flattened = []
+    for item in texts:
+        for text in (item,) if isinstance(item, (str, bytes)) else item:
+            if isinstance(text, bytes):
+                text = text.decode("utf-8")
+            # SentencePiece reads one sentence per item; inner newlines would be odd pieces.
+            text = " ".join(text.split())
+            if text:
+                flattened.append(text)
+    return flattened
+
+
+def train_sentencepiece(
+    texts: Iterable,
+    output_path: str | os.PathLike,
+    vocab_size: int = 8000,
+    model_type: str = "unigram",
+    character_coverage: float = 1.0,
+    max_sentences: int = DEFAULT_MAX_SENTENCES,
+    *,
+    byte_fallback: bool = False,
+    seed: int = 0,
+) -> pathlib.Path:
+    """Trains ONE joint SentencePiece model on source and target texts and saves it.
+
+    A joint vocabulary lets the model share embeddings between encoder, decoder and softmax and
+    copy names and numbers from source to target.
+
+    Args:
+        texts: strings, or ``(source, target)`` pairs (both sides are used).
+        output_path: the ``.model`` file to write. It is written to a temporary file and renamed,
+            so a crash never leaves a half-written model.
+        vocab_size: the requested size. The limit is soft (``hard_vocab_limit=False``) so that
+            tiny corpora, as in tests, give a smaller vocabulary instead of an error.
+        model_type: "unigram", "bpe", "char" or "word".
+        character_coverage: 1.0 keeps every character of the corpus (right for German/English;
+            use ~0.9995 for languages with very large alphabets).
+        max_sentences: at most this many texts are used, sampled with ``seed``.
+        byte_fallback: represent unseen characters as UTF-8 bytes instead of ``<unk>`` (adds 256
+            pieces, so only sensible for vocabularies of a few thousand or more).
+        seed: for the sampling of ``max_sentences``.
+
+    Returns:
+        ``output_path`` as a ``pathlib.Path``.
+
+    Raises:
+        ValueError: if ``texts`` has no non-empty text.
+    """
+    import sentencepiece
+
+    sentences = _flatten_texts(texts)
+    if not sentences:
+        raise ValueError(
+            "Cannot train a SentencePiece model on an empty corpus: `texts` contains no "
+            "non-empty text."
+        )
+    if len(sentences) > max_sentences:
+        sentences = random.Random(seed).sample(sentences, max_sentences)
+
+    model_bytes = io.BytesIO()
+    sentencepiece.SentencePieceTrainer.train(
+        sentence_iterator=iter(sentences),
+        model_writer=model_bytes,
+        vocab_size=vocab_size,
+        model_type=model_type,
+        character_coverage=character_coverage,
+        hard_vocab_limit=False,
+        pad_id=PAD_ID,
+        unk_id=UNK_ID,
+        bos_id=BOS_ID,
+        eos_id=EOS_ID,
+        pad_piece=PAD_PIECE,
+        unk_piece=UNK_PIECE,
+        bos_piece=BOS_PIECE,
+        eos_piece=EOS_PIECE,
+        byte_fallback=byte_fallback,
+        # Sentences were already sampled; stop SentencePiece from sampling or skipping again.
+        input_sentence_size=0,
+        max_sentence_length=1 << 16,
+        num_threads=max(os.cpu_count() or 1, 1),
+        minloglevel=2,
+    )
+
+    output_path = pathlib.Path(output_path)
+    output_path.parent.mkdir(parents=True, exist_ok=True)
+    temporary_fd, temporary_name = tempfile.mkstemp(
+        dir=output_path.parent, prefix=f".{output_path.name}.", suffix=".part"
+    )
+    try:
+        with os.fdopen(temporary_fd, "wb") as temporary_file:
+            temporary_file.write(model_bytes.getvalue())
+        os.replace(temporary_name, output_path)
+    finally:
+        if os.path.exists(temporary_name):
+            os.remove(temporary_name)
+    return output_path
+
+
+def _check_special_pieces(tokenizer, source: str) -> None:
+    vocabulary = tokenizer.get_vocabulary()
+    for token_id, piece in _EXPECTED_SPECIAL_PIECES.items():
+        if token_id >= len(vocabulary) or vocabulary[token_id] != piece:
+            found = vocabulary[:4]
+            raise ValueError(
+                f"SentencePiece model {source} does not use the zoo's special ids "
+                f"(expected {list(_EXPECTED_SPECIAL_PIECES.values())} at ids 0..3, found "
+                f"{found}). Train it with keras_attn_zoo.data.train_sentencepiece."
+            )
+
+
+def load_tokenizer(path_or_proto: str | os.PathLike | bytes):
+    """Loads a SentencePiece model as a ``keras_hub.tokenizers.SentencePieceTokenizer``.
+
+    The tokenizer gives int32 ids and adds no BOS/EOS itself (:func:`make_dataset` adds them).
+    ``detokenize`` gives plain text (pieces joined, "▁" turned back into spaces); the control
+    ids PAD, BOS and EOS decode to nothing, UNK to " ⁇ ".
+
+    It always runs the tensorflow-text implementation, but keras-hub converts results of EAGER
+    calls for convenience:
+
+    ====================  ===================================  =============================
+    call                  inside tf.function / tf.data         eager
+    ====================  ===================================  =============================
+    ``tok(batch)``        ``tf.RaggedTensor`` int32 [B, None]  list of lists of int
+    ``tok(string)``       int32 vector                         int32 ``tf.Tensor`` vector
+    ``detokenize(ids)``   ``tf.string`` [B] (UTF-8 bytes)      list of ``str`` (or ``str``)
+    ====================  ===================================  =============================
+
+    The layer is built and trackable: ``keras.export.ExportArchive.track(tokenizer)`` or an
+    attribute of a ``tf.Module`` puts the SentencePiece model into a SavedModel.
+
+    Args:
+        path_or_proto: a ``.model`` file or its bytes.
+
+    Raises:
+        ValueError: if the model does not use PAD/UNK/BOS/EOS = 0/1/2/3.
+    """
+    import keras_hub
+
+    if isinstance(path_or_proto, bytes):
+        proto, source = path_or_proto, "<bytes>"
+    else:
+        source = os.fspath(path_or_proto)
+        proto = pathlib.Path(source).read_bytes()
+    tokenizer_options = dict(proto=proto, dtype="int32", add_bos=False, add_eos=False)
+    try:
+        tokenizer = keras_hub.tokenizers.SentencePieceTokenizer(
+            **tokenizer_options, _allow_python_workflow=False
+        )
+    except (TypeError, ValueError):
+        # keras-hub versions before the pure-Python path lack this option and always use TF.
+        tokenizer = keras_hub.tokenizers.SentencePieceTokenizer(**tokenizer_options)
+    _check_special_pieces(tokenizer, source)
+    # The tokenizer has no weights, but keras.export.ExportArchive.track() refuses unbuilt layers.
+    tokenizer.build(None)
+    return tokenizer
+
+
+def vocabulary_size(tokenizer) -> int:
+    """The number of ids of ``tokenizer`` (the size of the model's embedding and softmax)."""
+    return int(tokenizer.vocabulary_size())
+
+
+def sentencepiece_proto(tokenizer) -> bytes:
+    """The serialized SentencePiece model of a tokenizer from :func:`load_tokenizer`."""
+    return bytes(tokenizer.proto)

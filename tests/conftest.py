@@ -1,0 +1,87 @@
+"""Shared pytest fixtures."""
+
+import random
+
+import pytest
+
+# A tiny synthetic German-English corpus: enough text for a SentencePiece model of ~150 pieces
+# in milliseconds, with umlauts and ß so that German round trips are tested.
+_SUBJECTS = [
+    ("der Hund", "the dog"),
+    ("die Katze", "the cat"),
+    ("der Bäcker", "the baker"),
+    ("die Lehrerin", "the teacher"),
+    ("das Mädchen", "the girl"),
+    ("der Junge", "the boy"),
+    ("die Ärztin", "the doctor"),
+    ("der Fuchs", "the fox"),
+]
+_VERBS = [
+    ("sieht", "sees"),
+    ("mag", "likes"),
+    ("findet", "finds"),
+    ("grüßt", "greets"),
+    ("hört", "hears"),
+    ("malt", "paints"),
+]
+_OBJECTS = [
+    ("den Ball", "the ball"),
+    ("die Straße", "the street"),
+    ("den Fluss", "the river"),
+    ("das Haus", "the house"),
+    ("den Käse", "the cheese"),
+    ("die Blume", "the flower"),
+    ("das Brot", "the bread"),
+]
+_ENDINGS = [
+    ("heute", "today"),
+    ("im Garten", "in the garden"),
+    ("sehr gern", "very gladly"),
+    ("jeden Morgen", "every morning"),
+    ("", ""),
+]
+
+
+def _capitalize(text):
+    return text[:1].upper() + text[1:]
+
+
+def make_synthetic_parallel_sentences(count, seed=0):
+    """``count`` distinct-ish (German, English) sentence pairs, deterministic for ``seed``."""
+    rng = random.Random(seed)
+    pairs = []
+    for _ in range(count):
+        (subject_de, subject_en), (verb_de, verb_en), (object_de, object_en), (end_de, end_en) = (
+            rng.choice(_SUBJECTS),
+            rng.choice(_VERBS),
+            rng.choice(_OBJECTS),
+            rng.choice(_ENDINGS),
+        )
+        punctuation = rng.choice(".!?")
+        german = " ".join(part for part in (subject_de, verb_de, object_de, end_de) if part)
+        english = " ".join(part for part in (subject_en, verb_en, object_en, end_en) if part)
+        pairs.append((_capitalize(german) + punctuation, _capitalize(english) + punctuation))
+    return pairs
+
+
+@pytest.fixture(scope="session")
+def tiny_parallel_corpus():
+    """300 synthetic (German, English) pairs."""
+    return make_synthetic_parallel_sentences(300)
+
+
+@pytest.fixture(scope="session")
+def tiny_sentencepiece_model(tmp_path_factory, tiny_parallel_corpus):
+    """Path of a joint SentencePiece model (about 150 pieces, ids PAD/UNK/BOS/EOS = 0/1/2/3)."""
+    from keras_attn_zoo.data.vocabulary import train_sentencepiece
+
+    output_path = tmp_path_factory.mktemp("vocabulary") / "tiny.model"
+    return train_sentencepiece(tiny_parallel_corpus, output_path, vocab_size=150)
+
+
+@pytest.fixture(scope="session")
+def tiny_tokenizer(tiny_sentencepiece_model):
+    """A keras_hub SentencePieceTokenizer of ``tiny_sentencepiece_model``."""
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
+
+    return load_tokenizer(tiny_sentencepiece_model)
