@@ -103,7 +103,7 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
 
     state = model.initial_state(model.encode(source_ids), num_steps)
     # Tile once: beams of a sentence are contiguous rows.
-    state = tf.nest.map_structure(lambda leaf: tf.repeat(leaf, beam, axis=0), state)
+    state = common.map_batch_leaves(lambda leaf: tf.repeat(leaf, beam, axis=0), state)
     track_attention = isinstance(state, dict) and "attention" in state
 
     # Only beam 0 is live at the start, so the K beams don't duplicate.
@@ -171,7 +171,7 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             "last_token": next_tokens,
             "alive_tokens": common.write_column(
                 reorder(carry["alive_tokens"]), step, next_tokens),
-            "state": tf.nest.map_structure(reorder, new_state),
+            "state": common.map_batch_leaves(reorder, new_state),
         }
         if track_attention:
             new_carry["alive_alignment"] = reorder(alive_alignment)

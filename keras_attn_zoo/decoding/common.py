@@ -8,6 +8,10 @@ The step protocol both searches drive (implemented by every model):
 
 If ``state`` has the key ``"attention"`` (float32 ``[batch, source_length]``),
 the searches record it at every step and return it as an alignment.
+
+Leaves under ``state["shared"]`` are the same for every sentence (for example
+RAN's attention matrices, computed once per call instead of once per step):
+they are not batch-first and are never tiled or reordered with the beams.
 """
 
 import tensorflow as tf
@@ -28,6 +32,19 @@ VALID_THRESHOLD = NEG_INF / 2
 FORCED_EOS_FLOOR = -1e4
 # Absorbs float32 rounding of max_length_a (1.2 * 5 = 6.0000002 -> ceil 7).
 _CEIL_TOLERANCE = 1e-4
+
+
+SHARED_STATE_KEY = "shared"
+
+
+def map_batch_leaves(fn, state):
+    """Applies ``fn`` to every batch-first leaf of ``state`` (not ``state["shared"]``)."""
+    if isinstance(state, dict) and SHARED_STATE_KEY in state:
+        rest = {k: v for k, v in state.items() if k != SHARED_STATE_KEY}
+        mapped = tf.nest.map_structure(fn, rest)
+        mapped[SHARED_STATE_KEY] = state[SHARED_STATE_KEY]
+        return mapped
+    return tf.nest.map_structure(fn, state)
 
 
 def length_penalty(num_tokens, alpha):

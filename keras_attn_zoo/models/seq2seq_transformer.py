@@ -12,6 +12,13 @@ same layer objects, so `keras_attn_zoo.decoding` and the exporter can drive it:
 The variants differ only in which attention layer sits in which slot; a slot is
 filled by an *attention kind* from `ATTENTION_KINDS` (see
 `register_attention_kind`), so no block code is copied between variants.
+
+A kind may also own one *stack layer* per slot: a layer computed once per
+forward pass whose outputs feed every attention layer of that slot (RAN's
+recurrently refined attention matrices). It is called on the slot's token ids
+and returns one dict of extra attention inputs per block. While decoding, the
+decoder stacks' outputs are computed once in `initial_state` and kept under
+`state["shared"]`, which the searches never tile or reorder.
 """
 
 import keras
@@ -30,16 +37,22 @@ DECODER_SELF = "decoder_self"
 CROSS = "cross"
 
 ATTENTION_KINDS = {}
+STACK_KINDS = {}
 
 
-def register_attention_kind(name, make_layer, uses_feed_forward=True):
+def register_attention_kind(name, make_layer, uses_feed_forward=True, make_stack=None):
     """Registers `make_layer(slot, layer_index, config) -> keras Layer`.
 
     `config` is the model's constructor arguments (a dict), so a kind can read
     the model width, heads, dropout and its own `attention_options`.
     `uses_feed_forward=False` for layers that contain their own FFNs.
+    `make_stack(slot, config) -> keras Layer` (optional) builds the slot's
+    stack layer: `stack_layer(ids)` returns a list with one dict of extra
+    inputs per block, passed to the attention layer's `call` and `step`.
     """
     ATTENTION_KINDS[name] = (make_layer, uses_feed_forward)
+    if make_stack is not None:
+        STACK_KINDS[name] = make_stack
 
 
 def _make_multi_head(slot, layer_index, config):
@@ -158,6 +171,16 @@ class Seq2SeqTransformer(keras.Model):
             )
             for i in range(num_decoder_layers)
         ]
+        slot_kinds = {
+            ENCODER_SELF: encoder_self_attention,
+            DECODER_SELF: decoder_self_attention,
+            CROSS: cross_attention,
+        }
+        stack_layers = {
+            slot: STACK_KINDS[kind](slot, config)
+            for slot, kind in slot_kinds.items()
+            if kind in STACK_KINDS
+        }
         final_norms = {
             side: keras.layers.LayerNormalization(
                 epsilon=LAYER_NORM_EPSILON, name=f"{side}_final_norm"
@@ -171,13 +194,27 @@ class Seq2SeqTransformer(keras.Model):
         source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
         target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
         source_mask = padding_mask_from_ids(source_ids)
+
+        def stack_inputs(slot, ids, depth):
+            if slot in stack_layers:
+                return stack_layers[slot](ids)
+            return [None] * depth
+
+        encoder_extra = stack_inputs(ENCODER_SELF, source_ids, num_encoder_layers)
         x = embedding(source_ids)
-        for block in encoder_blocks:
-            x = block(x, padding_mask=source_mask)
+        for block, extra in zip(encoder_blocks, encoder_extra):
+            x = block(x, padding_mask=source_mask, attention_inputs=extra)
         memory = final_norms["encoder"](x) if norm_first else x
+        decoder_extra = stack_inputs(DECODER_SELF, target_ids, num_decoder_layers)
+        cross_extra = stack_inputs(CROSS, target_ids, num_decoder_layers)
         y = embedding(target_ids)
-        for block in decoder_blocks:
-            y = block(y, memory, memory_mask=source_mask)
+        for block, self_extra, cross_extra_i in zip(
+            decoder_blocks, decoder_extra, cross_extra
+        ):
+            y = block(
+                y, memory, memory_mask=source_mask,
+                self_attention_inputs=self_extra, cross_attention_inputs=cross_extra_i,
+            )
         if norm_first:
             y = final_norms["decoder"](y)
         logits = embedding.logits(y)
@@ -193,6 +230,7 @@ class Seq2SeqTransformer(keras.Model):
         self.decoder_blocks = decoder_blocks
         self.encoder_final_norm = final_norms["encoder"]
         self.decoder_final_norm = final_norms["decoder"]
+        self.stack_layers = stack_layers
 
     # ---- step protocol ----------------------------------------------------------
 
@@ -205,13 +243,20 @@ class Seq2SeqTransformer(keras.Model):
                 f"{limit}; raise max_length when building the model."
             )
 
+    def _stack_inputs(self, slot, ids, depth):
+        if slot in self.stack_layers:
+            return self.stack_layers[slot](ids)
+        return [None] * depth
+
     def encode(self, source_ids, training=False):
         """Runs the encoder. Returns `{"memory": [B, S, d], "memory_mask": [B, S]}`."""
         source_ids = ops.convert_to_tensor(source_ids, "int32")
         mask = padding_mask_from_ids(source_ids)
+        extra = self._stack_inputs(ENCODER_SELF, source_ids, len(self.encoder_blocks))
         x = self.embedding(source_ids, training=training)
-        for block in self.encoder_blocks:
-            x = block(x, padding_mask=mask, training=training)
+        for block, block_extra in zip(self.encoder_blocks, extra):
+            x = block(x, padding_mask=mask, attention_inputs=block_extra,
+                      training=training)
         if self.encoder_final_norm is not None:
             x = self.encoder_final_norm(x)
         return {"memory": x, "memory_mask": mask}
@@ -219,6 +264,9 @@ class Seq2SeqTransformer(keras.Model):
     def initial_state(self, memory, max_length):
         """Caches for `max_length` decoding steps; every leaf is batch-first."""
         batch_size = ops.shape(memory["memory"])[0]
+        # Stack layers see a dummy target of the decoding length, once.
+        dummy_target = ops.zeros((1, max_length), "int32")
+        depth = len(self.decoder_blocks)
         return {
             "memory_mask": memory["memory_mask"],
             "layers": [
@@ -226,6 +274,11 @@ class Seq2SeqTransformer(keras.Model):
                 for block in self.decoder_blocks
             ],
             "attention": ops.zeros(ops.shape(memory["memory_mask"]), "float32"),
+            "shared": {
+                slot: self._stack_inputs(slot, dummy_target, depth)
+                for slot in (DECODER_SELF, CROSS)
+                if slot in self.stack_layers
+            },
         }
 
     def decode_step(self, token, step, state):
@@ -233,8 +286,16 @@ class Seq2SeqTransformer(keras.Model):
         x = self.embedding(ops.reshape(token, (-1, 1)), start=step, training=False)
         caches = []
         alignments = []
-        for block, cache in zip(self.decoder_blocks, state["layers"]):
-            x, cache, weights = block.step(x, step, cache, state["memory_mask"])
+        shared = state["shared"]
+        depth = len(self.decoder_blocks)
+        self_extra = shared.get(DECODER_SELF, [None] * depth)
+        cross_extra = shared.get(CROSS, [None] * depth)
+        for i, (block, cache) in enumerate(zip(self.decoder_blocks, state["layers"])):
+            x, cache, weights = block.step(
+                x, step, cache, state["memory_mask"],
+                self_attention_inputs=self_extra[i],
+                cross_attention_inputs=cross_extra[i],
+            )
             caches.append(cache)
             alignments.append(weights)
         if self.decoder_final_norm is not None:
@@ -245,16 +306,23 @@ class Seq2SeqTransformer(keras.Model):
             "memory_mask": state["memory_mask"],
             "layers": caches,
             "attention": ops.cast(alignment[:, 0, :], "float32"),
+            "shared": shared,
         }
 
     def cross_attention_weights(self, source_ids, target_ids):
         """Teacher-forced cross-attention of every decoder layer, `[L, B, h, T, S]`."""
         memory = self.encode(source_ids)
-        y = self.embedding(ops.convert_to_tensor(target_ids, "int32"))
+        target_ids = ops.convert_to_tensor(target_ids, "int32")
+        depth = len(self.decoder_blocks)
+        self_extra = self._stack_inputs(DECODER_SELF, target_ids, depth)
+        cross_extra = self._stack_inputs(CROSS, target_ids, depth)
+        y = self.embedding(target_ids)
         weights = []
-        for block in self.decoder_blocks:
+        for i, block in enumerate(self.decoder_blocks):
             y, w = block(
                 y, memory["memory"], memory_mask=memory["memory_mask"],
+                self_attention_inputs=self_extra[i],
+                cross_attention_inputs=cross_extra[i],
                 return_attention=True,
             )
             weights.append(w)
