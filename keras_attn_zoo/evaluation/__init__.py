@@ -1,0 +1,3 @@
+"""Scoring and the attention analyses."""
+
+from keras_attn_zoo.evaluation.scores import corpus_scores

@@ -1,0 +1,192 @@
+"""The train -> evaluate -> export workflow behind `recipes/train_wmt.py`.
+
+Kept in the package (not in the recipe) so the leaderboard, the benchmarks and
+the tests run exactly the code users run.
+"""
+
+import dataclasses
+import json
+import os
+import pathlib
+import time
+
+import keras
+import tensorflow as tf
+
+from keras_attn_zoo import data as zoo_data
+from keras_attn_zoo.data.vocabulary import load_tokenizer
+from keras_attn_zoo.data.vocabulary import train_sentencepiece
+from keras_attn_zoo.data.vocabulary import vocabulary_size
+from keras_attn_zoo.evaluation.scores import corpus_scores
+from keras_attn_zoo.models import build_model
+from keras_attn_zoo.training import InverseSquareRootSchedule
+from keras_attn_zoo.training import Trainer
+from keras_attn_zoo.training import select_strategy
+from keras_attn_zoo.training.strategy import is_chief
+
+MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
+                            "fp16": "mixed_float16"}
+
+
+@dataclasses.dataclass
+class Corpus:
+    """Train/valid/test `(source, target)` pairs and a description of them."""
+
+    train: list
+    valid: list
+    test: list
+    description: str
+    dropped_empty: int = 0
+
+
+def load_corpus(args):
+    """Resolves `--data` (and the file flags) into a `Corpus`."""
+    if args.data == "files":
+        if args.train_src is None or args.train_tgt is None:
+            raise SystemExit("--data files needs --train-src and --train-tgt.")
+        splits, dropped = {}, 0
+        for split in ("train", "valid", "test"):
+            src, tgt = getattr(args, f"{split}_src"), getattr(args, f"{split}_tgt")
+            if src is None or tgt is None:
+                splits[split] = []
+                continue
+            splits[split], n_dropped = zoo_data.read_parallel_files(src, tgt)
+            dropped += n_dropped
+        return Corpus(splits["train"], splits["valid"], splits["test"],
+                      f"files:{args.train_src}", dropped)
+    if args.data == "ding":
+        # Phrases teach the vocabulary; evaluation is on whole sentences.
+        train = zoo_data.load_pairs("ding:all", "train", args.direction)
+        valid = zoo_data.load_pairs("ding:sentences", "valid", args.direction)
+        test = zoo_data.load_pairs("ding:sentences", "test", args.direction)
+        return Corpus(train, valid, test, "ding (train: all, eval: sentences)")
+    spec = zoo_data.parse_data_spec(args.data)
+    splits = {}
+    for split in ("train", "valid", "test"):
+        splits[split] = zoo_data.load_pairs(spec, split, args.direction)
+    return Corpus(splits["train"], splits["valid"], splits["test"], str(spec))
+
+
+def run_name(args):
+    data = args.data.replace(":", "-").replace("/", "-")
+    return args.name or f"{args.model}-{args.preset}-{data}-{args.direction}"
+
+
+def _sentencepiece(corpus, path, vocab_size):
+    if not path.exists():
+        train_sentencepiece(corpus.train, path, vocab_size=vocab_size)
+    return load_tokenizer(path)
+
+
+def training_run(args):
+    """Trains, evaluates and exports as the recipe's flags say; returns results."""
+    name = run_name(args)
+    output_dir = pathlib.Path(args.output_dir or pathlib.Path("runs") / name)
+    log_dir = pathlib.Path(args.log_dir or output_dir / "logs")
+    export_base = pathlib.Path(args.export_dir or pathlib.Path("saved_models") / name)
+    output_dir.mkdir(parents=True, exist_ok=True)
+    keras.utils.set_random_seed(args.seed)
+    keras.mixed_precision.set_global_policy(MIXED_PRECISION_POLICIES[args.mixed_precision])
+
+    corpus = load_corpus(args)
+    print(f"data: {corpus.description}: {len(corpus.train)} train, "
+          f"{len(corpus.valid)} valid, {len(corpus.test)} test pairs"
+          + (f"; {corpus.dropped_empty} empty pairs dropped" if corpus.dropped_empty else ""))
+    tokenizer = _sentencepiece(corpus, output_dir / "vocab.model", args.vocab_size)
+    vocab = vocabulary_size(tokenizer)
+
+    strategy = select_strategy(args.strategy)
+    chief = is_chief(strategy)
+    _, stats = zoo_data.make_dataset(
+        corpus.train, tokenizer, batch_tokens=args.batch_tokens,
+        max_length=args.max_length, seed=args.seed,
+    )
+    print(f"pipeline: {stats.kept} pairs kept, {stats.dropped_too_long} dropped as longer "
+          f"than {args.max_length} pieces; {stats.target_tokens} target tokens per epoch")
+
+    def make_epoch_dataset(epoch):
+        dataset, _ = zoo_data.make_dataset(
+            corpus.train, tokenizer, batch_tokens=args.batch_tokens,
+            max_length=args.max_length, seed=args.seed + epoch,
+        )
+        return dataset
+
+    with strategy.scope():
+        model = build_model(args.model, vocab, preset=args.preset)
+        optimizer = keras.optimizers.Adam(
+            InverseSquareRootSchedule(args.learning_rate, args.warmup_steps),
+            beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=None,
+        )
+        if args.mixed_precision == "fp16":
+            optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
+    params = model.count_params()
+    print(f"model: {args.model} preset {args.preset}, {params:,} parameters")
+
+    trainer = Trainer(
+        model, optimizer, strategy,
+        label_smoothing=args.label_smoothing,
+        checkpoint_dir=str(output_dir / "checkpoints"),
+        log_dir=str(log_dir),
+        checkpoint_every=args.checkpoint_every,
+    )
+    budget = None if args.time_budget_minutes is None else args.time_budget_minutes * 60
+    summary = trainer.train(
+        make_epoch_dataset, epochs=args.epochs, max_steps=args.max_steps,
+        time_budget_seconds=budget, verbose=0 if args.quiet else 1,
+    )
+    print(f"trained {summary.steps} steps in {summary.train_seconds:.0f} s "
+          f"({summary.target_tokens_per_second:.0f} target tokens/s)")
+
+    results = {
+        "model": args.model,
+        "preset": args.preset,
+        "data": corpus.description,
+        "direction": args.direction,
+        "params": params,
+        "steps": summary.steps,
+        "epochs_completed": summary.epochs_completed,
+        "train_seconds": round(summary.train_seconds, 1),
+        "train_target_tokens_per_second": round(summary.target_tokens_per_second, 1),
+        "final_loss": summary.final_loss,
+        "resumed_from_step": summary.resumed_from_step,
+        "pairs_dropped_too_long": stats.dropped_too_long,
+        "log_dir": str(log_dir),
+        "export_path": None,
+        "results_path": str(output_dir / "results.json"),
+    }
+    if not chief:
+        return results
+
+    from keras_attn_zoo.export import Translator
+    from keras_attn_zoo.export import export_saved_model
+
+    test = corpus.test[: args.eval_limit] if args.eval_limit else corpus.test
+    translator = Translator(model, tokenizer, beam_size=args.beam_size,
+                            length_penalty=args.length_penalty)
+    if test:
+        started = time.monotonic()
+        hypotheses = translator.translate_texts([s for s, _ in test])
+        seconds = time.monotonic() - started
+        results.update(corpus_scores(hypotheses, [t for _, t in test]))
+        results.update(
+            test_pairs=len(test),
+            beam_size=args.beam_size,
+            length_penalty=args.length_penalty,
+            decode_seconds=round(seconds, 1),
+            decode_sentences_per_second=round(len(test) / max(seconds, 1e-9), 2),
+            examples=[{"source": s, "reference": t, "translation": h}
+                      for (s, t), h in list(zip(test, hypotheses))[:5]],
+        )
+        print(f"test: BLEU {results['bleu']} chrF {results['chrf']} on {len(test)} "
+              f"sentences ({results['sacrebleu_signature']})")
+    if not args.no_export:
+        card = {k: results.get(k) for k in ("model", "preset", "data", "direction",
+                                            "bleu", "chrf", "sacrebleu_signature", "params")}
+        path = export_saved_model(model, tokenizer, export_base, name=name, model_card=card,
+                                  beam_size=args.beam_size,
+                                  length_penalty=args.length_penalty)
+        results["export_path"] = str(path)
+    tmp = output_dir / "results.json.tmp"
+    tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
+    os.replace(tmp, output_dir / "results.json")
+    return results

@@ -1,0 +1,142 @@
+"""Training: the loss, the schedule, the loop, distribution and resuming."""
+
+import json
+import math
+import subprocess
+import sys
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn_zoo import data as zoo_data
+from keras_attn_zoo.models import transformer
+from keras_attn_zoo.training import InverseSquareRootSchedule
+from keras_attn_zoo.training import LabelSmoothedCrossEntropy
+from keras_attn_zoo.training import Trainer
+from keras_attn_zoo.training import token_loss_sum
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+def test_label_smoothing_zero_is_sparse_cross_entropy_over_real_tokens():
+    rng = np.random.default_rng(0)
+    logits = rng.normal(size=(2, 4, 7)).astype("float32")
+    labels = np.array([[4, 5, 6, 0], [3, 0, 0, 0]], "int32")
+    total, count, _ = token_loss_sum(labels, logits, label_smoothing=0.0)
+    expected = keras.losses.sparse_categorical_crossentropy(
+        labels, logits, from_logits=True
+    ).numpy()[labels != 0]
+    assert float(count) == 4
+    np.testing.assert_allclose(float(total), expected.sum(), rtol=1e-5)
+
+
+def test_padding_positions_do_not_change_the_loss():
+    rng = np.random.default_rng(1)
+    logits = rng.normal(size=(1, 3, 7)).astype("float32")
+    labels = np.array([[4, 5, 3]], "int32")
+    loss = LabelSmoothedCrossEntropy(0.1)
+    padded_logits = np.concatenate([logits, rng.normal(size=(1, 2, 7))], 1).astype("float32")
+    padded_labels = np.pad(labels, [[0, 0], [0, 2]])
+    np.testing.assert_allclose(
+        float(loss(labels, logits)), float(loss(padded_labels, padded_logits)), rtol=1e-6
+    )
+
+
+def test_inverse_square_root_schedule_warms_up_then_decays():
+    schedule = InverseSquareRootSchedule(peak_learning_rate=1e-3, warmup_steps=100)
+    rates = [float(schedule(step)) for step in (0, 49, 99, 399)]
+    assert rates[0] == pytest.approx(1e-5)
+    assert rates[1] == pytest.approx(5e-4)
+    assert rates[2] == pytest.approx(1e-3)
+    assert rates[3] == pytest.approx(5e-4)  # sqrt(100 / 400) of the peak
+
+
+@pytest.fixture(scope="module")
+def ding_sample(tmp_path_factory):
+    """Real Ding sentences and a small SentencePiece model trained on them."""
+    # Seed first: tf.random.set_seed clears TF's kernel cache, which drops the
+    # SentencePiece resource of any tokenizer created before it.
+    keras.utils.set_random_seed(0)
+    pairs = zoo_data.ding_corpus("train", "sentences")[:3000]
+    path = tmp_path_factory.mktemp("ding") / "vocab.model"
+    zoo_data.train_sentencepiece(pairs, path, vocab_size=1000)
+    return pairs, zoo_data.load_tokenizer(path)
+
+
+def test_training_on_real_ding_lowers_the_loss(ding_sample, tmp_path):
+    pairs, tokenizer = ding_sample
+    model = transformer(zoo_data.vocabulary_size(tokenizer), preset="tiny")
+    trainer = Trainer(model, keras.optimizers.Adam(3e-3), log_dir=str(tmp_path / "logs"),
+                      log_every=5)
+    losses = []
+
+    class Record:
+        def on_step_end(self, trainer, step, logs):
+            losses.append(logs["loss"])
+
+    trainer.callbacks.append(Record())
+    dataset, _ = zoo_data.make_dataset(pairs, tokenizer, batch_tokens=1500, max_length=64)
+    trainer.train(lambda epoch: dataset, max_steps=40, verbose=0)
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5, losses
+    # TensorBoard got the scalars.
+    events = list((tmp_path / "logs").glob("events.out.tfevents.*"))
+    assert events, "no TensorBoard event file"
+    tags = {
+        value.tag
+        for record in tf.compat.v1.train.summary_iterator(str(events[0]))
+        for value in record.summary.value
+    }
+    assert {"loss", "learning_rate", "target_tokens_per_second"} <= tags
+
+
+def test_restarting_resumes_from_the_checkpoint(ding_sample, tmp_path):
+    pairs, tokenizer = ding_sample
+    dataset, _ = zoo_data.make_dataset(pairs[:400], tokenizer, batch_tokens=800,
+                                       max_length=64, shuffle=False)
+    vocab = zoo_data.vocabulary_size(tokenizer)
+
+    def new_trainer():
+        model = transformer(vocab, preset="tiny")
+        return Trainer(model, keras.optimizers.Adam(1e-3),
+                       checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=3)
+
+    first = new_trainer()
+    first.train(lambda epoch: dataset, max_steps=6, verbose=0)
+    weights = first.model.get_weights()
+    second = new_trainer()
+    summary = second.train(lambda epoch: dataset, max_steps=8, verbose=0)
+    assert summary.resumed_from_step == 6
+    assert summary.steps == 8
+    assert int(second.batches_in_epoch.numpy()) == 8 or int(second.epoch.numpy()) > 0
+    # The restored weights were the saved ones (before the two extra steps).
+    third = new_trainer()
+    assert third.restore() == 8
+    assert not all(np.allclose(a, b) for a, b in zip(weights, third.model.get_weights()))
+
+
+def test_a_nan_loss_stops_the_run_naming_the_step(ding_sample, tmp_path):
+    pairs, tokenizer = ding_sample
+    dataset, _ = zoo_data.make_dataset(pairs[:200], tokenizer, batch_tokens=800, max_length=64)
+    model = transformer(zoo_data.vocabulary_size(tokenizer), preset="tiny")
+    weight = model.embedding.embeddings
+    weight.assign(np.full(weight.shape, np.nan, "float32"))
+    trainer = Trainer(model, keras.optimizers.Adam(1e-3), checkpoint_dir=str(tmp_path / "c"))
+    with pytest.raises(FloatingPointError, match="at step 1"):
+        trainer.train(lambda epoch: dataset, max_steps=3, verbose=0)
+    assert not list((tmp_path / "c").glob("ckpt-*")), "a NaN model was checkpointed"
+
+
+def test_mirrored_strategy_first_step_equals_single_device():
+    """Two logical CPU replicas compute the single-device loss and update."""
+    out = subprocess.run(
+        [sys.executable, str(REPO / "tests" / "distributed_first_step.py")],
+        capture_output=True, text=True, timeout=300, cwd=REPO,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    result = json.loads(out.stdout.strip().splitlines()[-1])
+    assert result["replicas"] == 2
+    assert result["mirrored"]["tokens"] == result["single"]["tokens"]
+    assert math.isclose(result["mirrored"]["loss"], result["single"]["loss"], rel_tol=1e-5)
+    assert result["max_weight_diff"] < 1e-5
