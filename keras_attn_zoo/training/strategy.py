@@ -17,10 +17,21 @@ def select_strategy(name="auto"):
     * `mirrored`: `MirroredStrategy` over every visible GPU, or every logical
       CPU device when there is no GPU (how the tests run it).
     * `multi_worker`: `MultiWorkerMirroredStrategy`, configured from the
-      standard `TF_CONFIG` environment variable.
+      standard `TF_CONFIG` environment variable. Call this before any other
+      TensorFlow work in the process.
     """
     if name not in STRATEGIES:
         raise ValueError(f"Unknown strategy {name!r}; choose one of {STRATEGIES}.")
+    if name == "multi_worker":
+        # Before anything lists devices: collective ops must be configured
+        # before TensorFlow initialises its runtime.
+        if "TF_CONFIG" not in os.environ:
+            raise ValueError(
+                "--strategy multi_worker needs the TF_CONFIG environment variable "
+                "(cluster addresses and this worker's task); see the README."
+            )
+        json.loads(os.environ["TF_CONFIG"])  # fail early on malformed JSON
+        return tf.distribute.MultiWorkerMirroredStrategy()
     gpus = tf.config.list_logical_devices("GPU")
     if name == "auto":
         return tf.distribute.MirroredStrategy() if len(gpus) > 1 else tf.distribute.get_strategy()
@@ -31,13 +42,6 @@ def select_strategy(name="auto"):
             d.name for d in tf.config.list_logical_devices("CPU")
         ]
         return tf.distribute.MirroredStrategy(devices)
-    if "TF_CONFIG" not in os.environ:
-        raise ValueError(
-            "--strategy multi_worker needs the TF_CONFIG environment variable "
-            "(cluster addresses and this worker's task); see the README."
-        )
-    json.loads(os.environ["TF_CONFIG"])  # fail early on malformed JSON
-    return tf.distribute.MultiWorkerMirroredStrategy()
 
 
 def is_chief(strategy):

@@ -165,8 +165,10 @@ class Trainer:
     # ---- the loop -----------------------------------------------------------------
 
     def _learning_rate(self):
-        lr = self.optimizer.learning_rate
-        return float(lr(self.optimizer.iterations) if callable(lr) else lr)
+        # Keras evaluates a schedule at the current step; under a strategy the
+        # plain-rate variable wraps a distributed variable, hence `.value`.
+        rate = self.optimizer.learning_rate
+        return float(tf.convert_to_tensor(getattr(rate, "value", rate)).numpy())
 
     def train(
         self,
