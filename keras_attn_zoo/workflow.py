@@ -160,7 +160,7 @@ def training_run(args):
     from keras_attn_zoo.export import Translator
     from keras_attn_zoo.export import export_saved_model
 
-    test = corpus.test[: args.eval_limit] if args.eval_limit else corpus.test
+    test = corpus.test if args.eval_limit is None else corpus.test[: args.eval_limit]
     translator = Translator(model, tokenizer, beam_size=args.beam_size,
                             length_penalty=args.length_penalty)
     if test:

@@ -1,0 +1,60 @@
+"""Kill -9 a real training run mid-epoch and restart it with the same command."""
+
+import json
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+
+def write_corpus(directory, pairs):
+    source, target = directory / "train.de", directory / "train.en"
+    source.write_text("".join(f"{s}\n" for s, _ in pairs), encoding="utf-8")
+    target.write_text("".join(f"{t}\n" for _, t in pairs), encoding="utf-8")
+    return source, target
+
+
+def test_sigkill_then_restart_resumes_from_the_last_checkpoint(tmp_path, tiny_parallel_corpus):
+    source, target = write_corpus(tmp_path, tiny_parallel_corpus * 4)
+    run_dir = tmp_path / "run"
+    command = [
+        sys.executable, str(REPO / "recipes" / "train_wmt.py"),
+        "--data", "files", "--train-src", str(source), "--train-tgt", str(target),
+        "--preset", "tiny", "--vocab-size", "200", "--batch-tokens", "300",
+        "--max-steps", "400", "--checkpoint-every", "10", "--no-export", "--quiet",
+        "--output-dir", str(run_dir),
+    ]
+    first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL,
+                             stderr=subprocess.PIPE, text=True)
+    checkpoints = run_dir / "checkpoints"
+    deadline = time.monotonic() + 240
+    try:
+        while time.monotonic() < deadline:
+            if list(checkpoints.glob("ckpt-20.index")):
+                break
+            assert first.poll() is None, first.stderr.read()[-3000:]
+            time.sleep(0.2)
+        else:
+            raise AssertionError("no checkpoint at step 20 within 240 s")
+        first.send_signal(signal.SIGKILL)
+        first.wait(timeout=30)
+    finally:
+        first.kill()
+    saved = sorted(int(p.stem.split("-")[1]) for p in checkpoints.glob("ckpt-*.index"))
+    assert saved and saved[-1] >= 20
+    killed_at = saved[-1]
+
+    second_command = list(command)
+    second_command[second_command.index("400")] = str(killed_at + 5)
+    second = subprocess.run(second_command, cwd=tmp_path, capture_output=True,
+                            text=True, timeout=300)
+    assert second.returncode == 0, second.stderr[-3000:]
+    results = json.loads((run_dir / "results.json").read_text())
+    # Lost at most one checkpoint interval: it restarted from the newest one.
+    assert results["resumed_from_step"] == killed_at
+    assert results["steps"] == killed_at + 5
+    print(f"killed with checkpoints {saved}; restarted at step {killed_at}, "
+          f"finished at {results['steps']}")
