@@ -5,3 +5,5 @@ from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.layers.transformer_blocks import FeedForward
 from keras_attn_zoo.layers.transformer_blocks import TransformerDecoderBlock
 from keras_attn_zoo.layers.transformer_blocks import TransformerEncoderBlock
+from keras_attn_zoo.models.eager_translator import EagerEmbedding
+from keras_attn_zoo.models.eager_translator import EagerLSTMTranslator

@@ -3,9 +3,14 @@
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
+from keras_attn_zoo.models.eager_translator import EagerLSTMTranslator
+from keras_attn_zoo.models.eager_translator import eager_translator
 from keras_attn_zoo.models.transformer import transformer
 
-MODEL_BUILDERS = {"transformer": transformer}
+MODEL_BUILDERS = {
+    "transformer": transformer,
+    "eager_translator": eager_translator,
+}
 
 
 def build_model(name, vocabulary_size, preset="small", **overrides):

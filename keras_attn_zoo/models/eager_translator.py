@@ -1,0 +1,516 @@
+"""The eager translator: one LSTM stack, no encoder, no attention (Press & Smith, 2018).
+
+At step ``t`` the model reads the source token ``x_t`` and the previous target
+token ``y_{t-1}``, both embedded with one shared embedding of size E, and
+predicts ``y_t``:
+
+    h_t = LSTM^L([emb(x_t); emb(y_{t-1})], h_{t-1})
+    p(y_t) = softmax(E_out · tanh(W h_t + b) + c)     (E_out tied to the embedding)
+
+Training pairs must be *eager feasible* (``keras_attn_zoo.data.eager``): the
+source and target are equally long, so ``source_ids`` and ``target_ids`` have
+the same length ``T`` (``target_ids`` = the previous target token of each
+step, starting with BOS; labels = the target). Both are 0-padded at the end.
+
+The model is a ``keras.Model`` built functionally in ``__init__`` (the
+keras-hub pattern), with the zoo's step protocol reusing the same layers:
+
+* ``encode(source_ids) -> memory``: the source ids themselves (no encoder);
+* ``initial_state(memory, max_length) -> state``: zero LSTM states;
+* ``decode_step(token, step, state) -> (logits, state)``: reads ``x_step`` from
+  the memory and ``token`` (the previous target token).
+
+Decoding rules (forced start tokens, ε limit, source padding injection) live in
+``keras_attn_zoo.decoding.eager_processor``: pass its processor to the zoo's
+``beam_search``/``greedy_search``; ``EagerStreamer`` translates a source that
+arrives token by token in constant memory.
+
+Source padding injection (SPI) in ``decode_step``: let ``n`` be the position of
+the source EOS (the first ``EOS_ID`` of the row; a row without EOS is taken to
+end right after its last token). Steps ``t < n`` read ``x_t``. At steps
+``t >= n`` the model reads the source-pad token in place of the source EOS (the
+training data put source pads *before* the source EOS, and so does the
+reference code's SPI, which injects them "before the <eos> tag"); the
+alternative "read the source EOS now and end" is computed in the same step,
+and its EOS log-probability is returned in ``state["eos_log_prob"]``. The
+processor scores a target EOS with it and every other token with the
+pad-reading logits, so a hypothesis chooses at each step ``t >= n`` between
+ending (source EOS read) and one more injected source pad, up to N pads.
+"""
+
+import keras
+from keras import ops
+
+from keras_attn_zoo.data.vocabulary import EOS_ID, PAD_ID
+from keras_attn_zoo.models.presets import resolve_preset
+
+# The paper's dropouts are those of its published training command (AWD-LSTM
+# style; weight drop off): output 0.1, input 0.15, between layers 0.1,
+# combiner 0.1; embedding dropout is not set there, so AWD-LSTM's default 0.1.
+_PAPER_DROPOUTS = dict(embedding_dropout=0.1, input_dropout=0.15, hidden_dropout=0.1,
+                       output_dropout=0.1, combiner_dropout=0.1)
+
+EAGER_PRESETS = {
+    "tiny": dict(embedding_dim=16, hidden_dim=32, num_layers=2, embedding_dropout=0.0,
+                 input_dropout=0.0, hidden_dropout=0.0, output_dropout=0.0,
+                 combiner_dropout=0.0),
+    "small": dict(embedding_dim=256, hidden_dim=512, num_layers=2, **_PAPER_DROPOUTS),
+    # Press & Smith (2018): E = 500, 4 LSTM layers of 2E = 1000 units.
+    "paper": dict(embedding_dim=500, hidden_dim=1000, num_layers=4, **_PAPER_DROPOUTS),
+}
+
+
+def _locked_dropout(rate, name):
+    """Variational ("locked") dropout: one mask per sequence, shared by all steps."""
+    return keras.layers.Dropout(rate, noise_shape=(None, 1, None), name=name)
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_zoo")
+class EagerEmbedding(keras.layers.Layer):
+    """Shared word embedding with embedding dropout and a tied output layer.
+
+    * ``call([source_ids, target_ids])`` -> ``[B, T, 2E]``, the two embeddings
+      concatenated (the ids must be equally long; a clear error otherwise);
+    * ``call(ids)`` -> ``[B, T, E]``;
+    * ``call(hidden, reverse=True)`` -> float32 logits ``hidden @ E^T + c``.
+
+    Embedding dropout (Gal & Ghahramani, 2016, as in AWD-LSTM) drops whole
+    words: while training, each vocabulary row is zeroed with probability
+    ``dropout`` (one mask per call, shared by both languages, the rest scaled
+    by ``1 / (1 - dropout)``).
+
+    Args:
+        vocabulary_size: number of ids.
+        embedding_dim: E.
+        dropout: embedding (word) dropout rate.
+        use_output_bias: add a per-word bias to the logits (the reference
+            code's decoder is a biased linear layer).
+
+    Call arguments:
+        inputs: int ids, a pair of equally long id tensors, or float hidden
+            states with ``reverse=True``.
+        reverse: compute tied logits instead of embeddings.
+        training: enables embedding dropout.
+
+    Example:
+    >>> layer = EagerEmbedding(100, 8)
+    >>> layer([np.ones((2, 5), "int32"), np.ones((2, 5), "int32")]).shape
+    (2, 5, 16)
+
+    References:
+        Press & Smith, You May Not Need Attention, 2018; Merity et al.,
+        Regularizing and Optimizing LSTM Language Models, 2017.
+    """
+
+    def __init__(self, vocabulary_size, embedding_dim, dropout=0.0, use_output_bias=True,
+                 **kwargs):
+        super().__init__(**kwargs)
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.dropout = dropout
+        self.use_output_bias = use_output_bias
+        self.seed_generator = keras.random.SeedGenerator(1337)
+
+    def build(self, input_shape=None):
+        self.embeddings = self.add_weight(
+            name="embeddings", shape=(self.vocabulary_size, self.embedding_dim),
+            initializer=keras.initializers.RandomUniform(-0.1, 0.1))
+        self.output_bias = None
+        if self.use_output_bias:
+            self.output_bias = self.add_weight(
+                name="output_bias", shape=(self.vocabulary_size,), initializer="zeros")
+        self.built = True
+
+    def _table(self, training):
+        table = ops.cast(self.embeddings, self.compute_dtype)
+        if training and self.dropout > 0:
+            keep = keras.random.dropout(
+                ops.ones((self.vocabulary_size, 1), self.compute_dtype), self.dropout,
+                seed=self.seed_generator)
+            table = table * keep
+        return table
+
+    @staticmethod
+    def _check_pair(source_ids, target_ids, symbolic=False):
+        source_length, target_length = source_ids.shape[1], target_ids.shape[1]
+        if (source_length is not None and target_length is not None
+                and source_length != target_length):
+            raise ValueError(
+                "The eager translator reads one source and one target token per step, so "
+                f"source_ids and target_ids must be equally long; got {source_length} and "
+                f"{target_length}. Make the pairs eager feasible (keras_attn_zoo.data.eager."
+                "eager_feasible) and pad both to the same length.")
+        if not symbolic and keras.backend.backend() == "tensorflow" and (
+                source_length is None or target_length is None):
+            import tensorflow as tf
+
+            tf.debugging.assert_equal(
+                tf.shape(source_ids)[1], tf.shape(target_ids)[1],
+                message="The eager translator needs equally long source_ids and "
+                        "target_ids (eager-feasible pairs).")
+
+    def call(self, inputs, reverse=False, training=None):
+        if reverse:
+            logits = ops.matmul(ops.cast(inputs, "float32"),
+                                ops.transpose(ops.cast(self.embeddings, "float32")))
+            if self.output_bias is not None:
+                logits = logits + ops.cast(self.output_bias, "float32")
+            return logits
+        table = self._table(training)
+        if isinstance(inputs, (list, tuple)):
+            source_ids, target_ids = inputs
+            self._check_pair(source_ids, target_ids)
+            return ops.concatenate(
+                [ops.take(table, source_ids, axis=0), ops.take(table, target_ids, axis=0)],
+                axis=-1)
+        return ops.take(table, inputs, axis=0)
+
+    def compute_output_spec(self, inputs, reverse=False, training=None):
+        if reverse:
+            shape = tuple(inputs.shape[:-1]) + (self.vocabulary_size,)
+            return keras.KerasTensor(shape, dtype="float32")
+        if isinstance(inputs, (list, tuple)):
+            source_ids, target_ids = inputs
+            self._check_pair(source_ids, target_ids, symbolic=True)
+            shape = tuple(source_ids.shape) + (2 * self.embedding_dim,)
+        else:
+            shape = tuple(inputs.shape) + (self.embedding_dim,)
+        return keras.KerasTensor(shape, dtype=self.compute_dtype)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(vocabulary_size=self.vocabulary_size, embedding_dim=self.embedding_dim,
+                      dropout=self.dropout, use_output_bias=self.use_output_bias)
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_zoo")
+class EagerLSTMTranslator(keras.Model):
+    """The eager translation model of Press & Smith (2018).
+
+    Inputs are a dict ``{"source_ids": int32[B, T], "target_ids": int32[B, T]}``
+    of EQUAL length (eager-feasible pairs; ``target_ids`` starts with BOS and
+    holds the previous target token of each step); the output is float32
+    logits ``[B, T, vocabulary_size]``. Unequal lengths raise a ValueError
+    naming the problem.
+
+    Args:
+        vocabulary_size: SentencePiece size + 3 (see ``data.eager``).
+        embedding_dim: E, shared by both languages and the tied output layer.
+        hidden_dim: LSTM units per layer (default 2E, the paper's choice).
+        num_layers: stacked LSTMs (paper: 4).
+        embedding_dropout: word dropout on the embedding table.
+        input_dropout: locked dropout on the LSTM input ``[emb(x); emb(y)]``.
+        hidden_dropout: locked dropout between LSTM layers.
+        output_dropout: locked dropout on the top LSTM output.
+        combiner_dropout: locked dropout on the ``Dense(E, tanh)`` combiner.
+        start_id, epsilon_id, source_pad_id: the special ids; ``None`` takes
+            ``vocabulary_size - 3``, ``- 2``, ``- 1``.
+        start_pads: start tokens the training targets begin with (the decoding
+            processor forces that many).
+
+    The reference code's weight drop (DropConnect on the recurrent weights)
+    was off in the paper's runs and is not implemented.
+
+    Example:
+    >>> model = eager_translator(1003, preset="tiny")
+    >>> ids = np.array([[10, 11, 3]], "int32")
+    >>> model({"source_ids": ids, "target_ids": np.array([[2, 1000, 1000]], "int32")}).shape
+    (1, 3, 1003)
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim=500,
+        hidden_dim=None,
+        num_layers=4,
+        embedding_dropout=0.1,
+        input_dropout=0.15,
+        hidden_dropout=0.1,
+        output_dropout=0.1,
+        combiner_dropout=0.1,
+        start_id=None,
+        epsilon_id=None,
+        source_pad_id=None,
+        start_pads=5,
+        **kwargs,
+    ):
+        config = dict(
+            vocabulary_size=vocabulary_size, embedding_dim=embedding_dim,
+            hidden_dim=hidden_dim, num_layers=num_layers,
+            embedding_dropout=embedding_dropout, input_dropout=input_dropout,
+            hidden_dropout=hidden_dropout, output_dropout=output_dropout,
+            combiner_dropout=combiner_dropout, start_id=start_id, epsilon_id=epsilon_id,
+            source_pad_id=source_pad_id, start_pads=start_pads,
+        )
+        special = {
+            "start_id": vocabulary_size - 3 if start_id is None else start_id,
+            "epsilon_id": vocabulary_size - 2 if epsilon_id is None else epsilon_id,
+            "source_pad_id": vocabulary_size - 1 if source_pad_id is None else source_pad_id,
+        }
+        for name, value in special.items():
+            if not 4 <= value < vocabulary_size:
+                raise ValueError(
+                    f"{name}={value} must lie in [4, vocabulary_size={vocabulary_size}) "
+                    "(ids 0..3 are PAD/UNK/BOS/EOS).")
+        if len(set(special.values())) != 3:
+            raise ValueError(f"The special ids must differ, got {special}.")
+        if num_layers < 1:
+            raise ValueError(f"num_layers must be >= 1, got {num_layers}.")
+        if start_pads < 0:
+            raise ValueError(f"start_pads must be >= 0, got {start_pads}.")
+        units = 2 * embedding_dim if hidden_dim is None else hidden_dim
+
+        embedding = EagerEmbedding(vocabulary_size, embedding_dim, dropout=embedding_dropout,
+                                   name="shared_embedding")
+        input_drop = _locked_dropout(input_dropout, "input_locked_dropout")
+        lstms = [
+            keras.layers.LSTM(units, return_sequences=True, return_state=True,
+                              name=f"lstm_{i}")
+            for i in range(num_layers)
+        ]
+        layer_drops = [
+            _locked_dropout(hidden_dropout, f"hidden_locked_dropout_{i}")
+            for i in range(num_layers - 1)
+        ] + [_locked_dropout(output_dropout, "output_locked_dropout")]
+        combiner = keras.layers.Dense(embedding_dim, activation="tanh", name="combiner")
+        combiner_drop = _locked_dropout(combiner_dropout, "combiner_locked_dropout")
+
+        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+        target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
+        x = input_drop(embedding([source_ids, target_ids]))
+        for lstm, drop in zip(lstms, layer_drops):
+            x = drop(lstm(x)[0])
+        logits = embedding(combiner_drop(combiner(x)), reverse=True)
+        super().__init__(
+            inputs={"source_ids": source_ids, "target_ids": target_ids},
+            outputs=logits, **kwargs)
+
+        self.zoo_config = config
+        self.special_ids = special
+        self.hidden_dim = units
+        self.embedding = embedding
+        self.input_drop = input_drop
+        self.lstms = lstms
+        self.layer_drops = layer_drops
+        self.combiner = combiner
+        self.combiner_drop = combiner_drop
+
+    # ---- stateful forward pass (aligned batching) ------------------------------------------
+
+    def zero_states(self, batch_size):
+        """Zero LSTM states: a list of ``[h, c]`` (each ``[B, hidden_dim]``) per layer."""
+        return [[ops.zeros((batch_size, self.hidden_dim), self.compute_dtype)
+                 for _ in range(2)] for _ in self.lstms]
+
+    def forward_with_state(self, source_ids, target_ids, states=None, training=False):
+        """Teacher-forced pass from given LSTM states; returns ``(logits, new_states)``.
+
+        The same layers and dropouts as the functional graph; ``states`` (from
+        ``zero_states`` or a previous call) lets a trainer carry the state
+        across the windows of an aligned stream.
+        """
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        target_ids = ops.convert_to_tensor(target_ids, "int32")
+        if states is None:
+            states = self.zero_states(ops.shape(source_ids)[0])
+        x = self.input_drop(self.embedding([source_ids, target_ids], training=training),
+                            training=training)
+        new_states = []
+        for lstm, drop, state in zip(self.lstms, self.layer_drops, states):
+            x, h, c = lstm(x, initial_state=list(state), training=training)
+            new_states.append([h, c])
+            x = drop(x, training=training)
+        y = self.combiner_drop(self.combiner(x), training=training)
+        return self.embedding(y, reverse=True), new_states
+
+    # ---- one step -------------------------------------------------------------------------------
+
+    def step_with_source(self, source_token, previous_token, states):
+        """One step from explicit inputs: ``(logits [B, V], new_states)``.
+
+        ``source_token`` and ``previous_token`` are int ``[B]``; ``states`` a
+        list of ``[h, c]`` per layer. Used by ``decode_step`` and
+        ``EagerStreamer`` (inference only: no dropout).
+        """
+        source_token = ops.reshape(ops.cast(source_token, "int32"), (-1, 1))
+        previous_token = ops.reshape(ops.cast(previous_token, "int32"), (-1, 1))
+        x = self.embedding([source_token, previous_token], training=False)[:, 0, :]
+        new_states = []
+        for lstm, (h, c) in zip(self.lstms, states):
+            x, (h, c) = lstm.cell(x, [h, c], training=False)
+            new_states.append([h, c])
+        return self.embedding(self.combiner(x), reverse=True), new_states
+
+    # ---- step protocol --------------------------------------------------------------------------
+
+    def check_length(self, length, what="sequence"):
+        """No length limit: the model keeps a constant-size state."""
+        del length, what
+
+    @staticmethod
+    def source_end(source_ids):
+        """Position of each row's source EOS (first ``EOS_ID``; else its length), int32 [B]."""
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        # One PAD column keeps argmax defined for empty sources.
+        is_eos = ops.equal(ops.pad(source_ids, [[0, 0], [0, 1]]), EOS_ID)
+        lengths = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)
+        first_eos = ops.cast(ops.argmax(ops.cast(is_eos, "int32"), axis=1), "int32")
+        return ops.where(ops.any(is_eos, axis=1), first_eos, lengths)
+
+    def encode(self, source_ids, training=False):
+        """No encoder: the memory is the source itself.
+
+        Returns ``{"source_ids": [B, S + 1]`` (one PAD column appended so that
+        empty sources can be indexed), ``"source_end": [B]}`` (see ``source_end``).
+        """
+        del training
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        return {"source_ids": ops.pad(source_ids, [[0, 0], [0, 1]]),
+                "source_end": self.source_end(source_ids)}
+
+    def initial_state(self, memory, max_length):
+        """Zero LSTM states; every leaf is batch-first. ``max_length`` is not needed."""
+        del max_length
+        source_ids = memory["source_ids"]
+        batch_size = ops.shape(source_ids)[0]
+        return {
+            "source_ids": source_ids,
+            "source_end": memory["source_end"],
+            "lstm": self.zero_states(batch_size),
+            "eos_log_prob": ops.zeros((batch_size,), "float32"),
+            # The source position read at each step, as a hard "alignment".
+            # (At least one column: the searches cannot write empty alignment rows.)
+            "attention": ops.zeros(
+                (batch_size, ops.maximum(ops.shape(source_ids)[1] - 1, 1)), "float32"),
+        }
+
+    def decode_step(self, token, step, state):
+        """Decodes position ``step`` from the previous target ``token`` ``[B]``.
+
+        Reads ``x_step`` for ``step < source_end`` and the source-pad token
+        afterwards (source padding injection); see the module docstring for
+        ``state["eos_log_prob"]``.
+        """
+        source_ids = state["source_ids"]
+        end = state["source_end"]
+        step = ops.convert_to_tensor(step, "int32")
+        last = ops.shape(source_ids)[1] - 1
+        column = ops.take(source_ids, ops.minimum(step, last), axis=1)
+        reading = ops.less(step, end)
+        source_token = ops.where(reading, column, self.special_ids["source_pad_id"])
+        states = state["lstm"]
+        logits, new_states = self.step_with_source(source_token, token, states)
+
+        batch_size = ops.shape(source_ids)[0]
+
+        def ending():
+            eos = ops.full((batch_size,), EOS_ID, "int32")
+            eos_logits, _ = self.step_with_source(eos, token, states)
+            return ops.log_softmax(eos_logits, axis=-1)[:, EOS_ID]
+
+        def not_ending():
+            return ops.zeros((batch_size,), "float32")
+
+        # Only computed once some row has reached its source EOS.
+        eos_log_prob = ops.cond(ops.logical_not(ops.all(reading)), ending, not_ending)
+        position = ops.where(reading, step, end)
+        attention = ops.one_hot(position, ops.maximum(last, 1), dtype="float32")
+        return logits, {
+            "source_ids": source_ids,
+            "source_end": end,
+            "lstm": new_states,
+            "eos_log_prob": eos_log_prob,
+            "attention": attention,
+        }
+
+    def get_config(self):
+        config = dict(self.zoo_config)
+        config["name"] = self.name
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+MODEL_ARGUMENTS = frozenset(list(EAGER_PRESETS["paper"]) + [
+    "start_id", "epsilon_id", "source_pad_id", "start_pads", "name"])
+
+
+def eager_translator(vocabulary_size, preset="small", **overrides):
+    """Builds the eager translator (Press & Smith, 2018).
+
+    Args:
+        vocabulary_size: SentencePiece size + 3 (start, ε and source-pad ids
+            appended; see ``keras_attn_zoo.data.eager.eager_vocabulary_size``).
+        preset: "tiny" (tests), "small" (E 256, 2 x 512) or "paper" (E 500,
+            4 LSTM layers of 1000 units, the paper's dropouts).
+        **overrides: any ``EagerLSTMTranslator`` argument.
+
+    Returns:
+        An ``EagerLSTMTranslator``: inputs ``{"source_ids", "target_ids"}`` of
+        equal length, output float32 logits ``[batch, length, vocabulary_size]``.
+
+    Example:
+    >>> model = eager_translator(8003, preset="tiny")
+    """
+    config = resolve_preset(EAGER_PRESETS, preset, overrides, MODEL_ARGUMENTS)
+    config.setdefault("name", "eager_translator")
+    return EagerLSTMTranslator(vocabulary_size, **config)
+
+
+# ---- aligned-batching training ------------------------------------------------------------------
+
+
+def train_on_aligned_stream(model, optimizer, dataset, *, epochs=1, max_steps=None,
+                            clip_norm=0.25, label_smoothing=0.0):
+    """Trains on an aligned stream, carrying the LSTM state across windows.
+
+    ``dataset`` is ``make_aligned_stream_dataset(...)`` (or a callable
+    ``epoch -> dataset``): consecutive elements continue each column, so the
+    final states of one window are the initial states of the next, with the
+    gradient stopped between windows (truncated BPTT). States restart from
+    zero at each epoch. The loss covers every position (the paper's); gradients
+    are clipped to ``clip_norm`` (AWD-LSTM's 0.25; ``None``: off). The paper
+    trained with SGD from learning rate 20, halved when the development
+    perplexity stalls.
+
+    Returns:
+        The list of per-window mean losses.
+    """
+    import tensorflow as tf
+
+    from keras_attn_zoo.training.losses import token_loss_sum
+
+    variables = model.trainable_variables
+    optimizer.build(variables)
+
+    @tf.function(reduce_retracing=True)
+    def train_step(inputs, labels, states):
+        with tf.GradientTape() as tape:
+            logits, new_states = model.forward_with_state(
+                inputs["source_ids"], inputs["target_ids"], states, training=True)
+            loss_sum, tokens, _ = token_loss_sum(labels, logits, label_smoothing)
+            loss = loss_sum / tf.maximum(tokens, 1.0)
+        gradients = tape.gradient(loss, variables)
+        if clip_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, clip_norm)
+        optimizer.apply_gradients(zip(gradients, variables))
+        return loss, tf.nest.map_structure(tf.stop_gradient, new_states)
+
+    losses = []
+    steps = 0
+    for epoch in range(epochs):
+        data = dataset(epoch) if callable(dataset) else dataset
+        states = None
+        for inputs, labels in data:
+            if states is None:
+                states = model.zero_states(tf.shape(labels)[0])
+            loss, states = train_step(inputs, labels, states)
+            losses.append(float(loss))
+            steps += 1
+            if max_steps is not None and steps >= max_steps:
+                return losses
+    return losses

@@ -1,0 +1,380 @@
+"""The eager translator: feasibility preprocessing, model, decoding rules, streaming, training."""
+
+import random
+
+import keras
+import numpy as np
+import pytest
+
+from keras_attn_zoo.data import eager as eager_data
+from keras_attn_zoo.data.eager import (
+    EPSILON_TOKEN,
+    SOURCE_PAD_TOKEN,
+    START_TOKEN,
+    eager_feasible,
+    epsilon_statistics,
+    is_eager_feasible,
+    make_aligned_stream_dataset,
+    make_eager_dataset,
+    make_eager_id_pairs,
+    read_pharaoh,
+)
+from keras_attn_zoo.decoding import beam_search, greedy_search
+from keras_attn_zoo.decoding.eager_processor import (
+    EagerStreamer,
+    eager_processor_for,
+    eager_translate,
+    strip_eager_tokens,
+)
+from keras_attn_zoo.models.eager_translator import (
+    EAGER_PRESETS,
+    eager_translator,
+    train_on_aligned_stream,
+)
+from tests import model_checks
+
+VOCAB = 40  # ids 37, 38, 39 = start, ε, source pad
+START, EPS, SRC_PAD = VOCAB - 3, VOCAB - 2, VOCAB - 1
+EOS = 3
+
+
+# ---- eager feasibility ------------------------------------------------------------------------
+
+
+def _check_feasible(source, target, links, start_pads):
+    new_source, new_target, new_links = eager_feasible(source, target, links, start_pads)
+    assert len(new_source) == len(new_target)
+    assert new_source[-1] == new_target[-1] == "</s>"
+    assert is_eager_feasible(new_links), new_links
+    assert new_target[:start_pads] == [START_TOKEN] * start_pads
+    # Links still point at the same words; removing ε/start/EOS restores the target.
+    for (i, j), (i2, j2) in zip(links, new_links):
+        assert i == i2 and new_target[j2] == target[j] and new_source[i] == source[i]
+    words = [t for t in new_target[:-1] if t not in (START_TOKEN, EPSILON_TOKEN)]
+    assert words == list(target)
+    assert [t for t in new_source[:-1] if t != SOURCE_PAD_TOKEN] == list(source)
+    # Minimal: exactly max(0, max(i - j) - start_pads) ε inserted before the last word.
+    inserted = epsilon_statistics([new_target])["epsilons"]
+    assert inserted == max([0] + [i - j - start_pads for i, j in links])
+    return new_source, new_target, new_links
+
+
+def test_monotone_pair_only_gets_start_pads():
+    source, target, links = _check_feasible("a b c".split(), "A B C".split(),
+                                            [(0, 0), (1, 1), (2, 2)], 2)
+    assert target == ["<start>", "<start>", "A", "B", "C", "</s>"]
+    assert source == ["a", "b", "c", "<src_pad>", "<src_pad>", "</s>"]
+    assert links == [(0, 2), (1, 3), (2, 4)]
+
+
+def test_fully_reversed_pair():
+    source, target, links = _check_feasible(
+        "a b c d".split(), "D C B A".split(), [(0, 3), (1, 2), (2, 1), (3, 0)], 0)
+    assert target == ["<eps>"] * 3 + ["D", "C", "B", "A", "</s>"]
+    assert source == ["a", "b", "c", "d"] + ["<src_pad>"] * 3 + ["</s>"]
+    assert links == [(0, 6), (1, 5), (2, 4), (3, 3)]
+
+
+def test_many_to_one_and_one_to_many():
+    source, target, links = _check_feasible(
+        "a b c d".split(), "X Y".split(), [(0, 0), (1, 0), (2, 0), (3, 1)], 0)
+    assert target == ["<eps>", "<eps>", "X", "Y", "</s>"]
+    assert links == [(0, 2), (1, 2), (2, 2), (3, 3)]
+    _, target, _ = _check_feasible("a b".split(), "A B C".split(),
+                                   [(1, 0), (1, 1), (1, 2)], 0)
+    assert target == ["<eps>", "A", "B", "C", "</s>"]
+
+
+def test_unaligned_words_and_empty_sentences():
+    source, target, _ = _check_feasible("a b c".split(), "A B C D E".split(), [(2, 1)], 1)
+    assert target == ["<start>", "A", "B", "C", "D", "E", "</s>"]
+    assert source == ["a", "b", "c"] + ["<src_pad>"] * 3 + ["</s>"]
+    source, target, _ = _check_feasible("a b c".split(), [], [], 1)
+    assert target == ["<start>", "<eps>", "<eps>", "</s>"]
+    assert eager_feasible([], [], [], 0)[:2] == (["</s>"], ["</s>"])
+
+
+def test_random_pairs_are_made_feasible():
+    rng = random.Random(0)
+    for _ in range(200):
+        source = [f"s{i}" for i in range(rng.randint(0, 12))]
+        target = [f"t{j}" for j in range(rng.randint(0, 12))]
+        links = [(rng.randrange(len(source)), rng.randrange(len(target)))
+                 for _ in range(rng.randint(0, 15))] if source and target else []
+        _check_feasible(source, target, links, rng.randint(0, 5))
+
+
+def test_links_outside_the_pair_name_the_line():
+    pairs = [("a b", "A B"), ("a b", "A B"), ("a", "A")]
+    with pytest.raises(ValueError, match="line 2: link 5-1 is outside"):
+        read_pharaoh(["0-0 1-1", "0-0 5-1", "0-0"], pairs=pairs)
+    with pytest.raises(ValueError, match="line 3: .*'0-x'"):
+        read_pharaoh(["0-0", "1-1", "0-x"])
+    with pytest.raises(ValueError, match="3 lines but there are 2"):
+        read_pharaoh(["", "", ""], pairs=pairs[:2])
+    with pytest.raises(ValueError, match="link 0-4 is outside"):
+        eager_feasible(["a"], ["A"], [(0, 4)])
+    assert read_pharaoh(["0-0 1-1", "", "0?0"]) == [[(0, 0), (1, 1)], [], [(0, 0)]]
+
+
+def test_epsilon_statistics_skip_start_and_final_padding():
+    targets = [["<start>", "<eps>", "A", "<eps>", "B", "<eps>", "<eps>", "</s>"],
+               ["<start>", "A", "</s>"]]
+    stats = epsilon_statistics(targets)
+    assert (stats["epsilons"], stats["tokens"]) == (2, 5)
+    assert stats["proportion"] == pytest.approx(0.4)
+    assert stats["mean_sentence_proportion"] == pytest.approx(0.25)
+
+
+# ---- model ------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def model():
+    keras.utils.set_random_seed(0)
+    return eager_translator(VOCAB, preset="tiny")
+
+
+def equal_length_batch(seed=0, with_eos=False):
+    batch = model_checks.random_batch(VOCAB - 3, batch=3, source_length=7,
+                                      target_length=7, seed=seed)
+    source, target = batch["source_ids"], batch["target_ids"]
+    # random_batch pads row r's source and target by r: equal real lengths too.
+    if with_eos:
+        for row in range(3):
+            source[row, 7 - row - 1] = EOS
+    return {"source_ids": source, "target_ids": target}
+
+
+def test_output_is_float32_logits_and_tied(model):
+    batch = equal_length_batch()
+    out = np.asarray(model(batch))
+    assert out.shape == (3, 7, VOCAB) and out.dtype == np.float32
+    assert np.isfinite(out).all()
+    assert model.special_ids == {"start_id": START, "epsilon_id": EPS, "source_pad_id": SRC_PAD}
+    assert len(model.trainable_weights) == len({id(w) for w in model.trainable_weights})
+
+
+def test_unequal_lengths_are_a_clear_error(model):
+    batch = equal_length_batch()
+    with pytest.raises(ValueError, match="equally long"):
+        model({"source_ids": batch["source_ids"], "target_ids": batch["target_ids"][:, :5]})
+
+
+def test_causal_and_padding_invariant(model):
+    batch = equal_length_batch()
+    model_checks.check_causality(model, batch)
+    model_checks.check_padding_invariance(model, batch)
+
+
+def test_cached_decoding_equals_full_pass(model):
+    model_checks.check_cached_decoding(model, equal_length_batch())
+    # With a source EOS: steps before it read the source; at the EOS step
+    # the state's EOS log-prob is the full pass's (reading the source EOS).
+    batch = equal_length_batch(seed=1, with_eos=True)
+    reference = np.asarray(keras.ops.log_softmax(model(batch), axis=-1))
+    state = model.initial_state(model.encode(batch["source_ids"]), 7)
+    ends = np.asarray(state["source_end"])
+    assert ends.tolist() == [6, 5, 4]
+    for t in range(7):
+        logits, state = model.decode_step(batch["target_ids"][:, t], t, state)
+        log_probs = np.asarray(keras.ops.log_softmax(logits, axis=-1))
+        for row, end in enumerate(ends):
+            if t < end:
+                np.testing.assert_allclose(log_probs[row], reference[row, t], atol=1e-4)
+            elif t == end:
+                assert abs(float(state["eos_log_prob"][row]) - reference[row, t, EOS]) < 1e-4
+
+
+def test_keras_round_trip(model, tmp_path):
+    batch = equal_length_batch()
+    restored = model_checks.check_keras_round_trip(model, batch, tmp_path / "eager.keras")
+    assert restored.get_config() == model.get_config()
+    assert type(restored).__name__ == "EagerLSTMTranslator"
+
+
+def test_presets_and_bad_arguments():
+    assert EAGER_PRESETS["paper"]["embedding_dim"] == 500
+    assert EAGER_PRESETS["paper"]["hidden_dim"] == 1000
+    assert EAGER_PRESETS["paper"]["num_layers"] == 4
+    small = eager_translator(1000, preset="tiny", hidden_dim=None)
+    assert small.hidden_dim == 2 * EAGER_PRESETS["tiny"]["embedding_dim"]
+    with pytest.raises(ValueError, match="preset"):
+        eager_translator(100, preset="huge")
+    with pytest.raises(TypeError, match="num_layerz"):
+        eager_translator(100, preset="tiny", num_layerz=3)
+    with pytest.raises(ValueError, match="epsilon_id=2"):
+        eager_translator(100, preset="tiny", epsilon_id=2)
+
+
+# ---- decoding rules ----------------------------------------------------------------------------
+
+
+def biased_model(epsilon_bias=0.0, eos_bias=0.0, seed=0):
+    keras.utils.set_random_seed(seed)
+    biased = eager_translator(VOCAB, preset="tiny")
+    bias = np.zeros(VOCAB, "float32")
+    bias[EPS], bias[EOS] = epsilon_bias, eos_bias
+    biased.embedding.output_bias.assign(bias)
+    return biased
+
+
+def decode_sources():
+    source = np.array([[5, 6, 7, 8, 9, 10, 11, EOS],
+                       [12, 13, EOS, 0, 0, 0, 0, 0],
+                       [14, 15, 16, 17, 18, 19, 20, EOS]], "int32")
+    return source, np.array([7, 2, 7])
+
+
+@pytest.mark.parametrize("limit", [0, 2])
+def test_processor_caps_epsilons(limit):
+    model = biased_model(epsilon_bias=8.0)  # the untrained model wants ε everywhere
+    source, _ = decode_sources()
+    processor = eager_processor_for(model, epsilon_limit=limit)
+    result = beam_search(model, source, beam_size=3, num_return=3, logits_processor=processor)
+    ids, scores = result["ids"].numpy(), result["scores"].numpy()
+    counts = (ids == EPS).sum(-1)[scores > -1e8]
+    assert counts.max() == limit  # reaches the limit, never passes it
+    start_pads = model.zoo_config["start_pads"]
+    assert (ids[..., :start_pads] == START).all()
+    assert (ids[..., start_pads:] != START).all() and (ids != SRC_PAD).all()
+
+
+def test_processor_bans_eos_before_the_source_ends_and_caps_injection():
+    source, ends = decode_sources()
+    start_pads, injection = 5, 2
+    eager = biased_model(eos_bias=8.0)  # wants to stop at once
+    result = beam_search(eager, source, beam_size=3, num_return=3,
+                         logits_processor=eager_processor_for(eager, source_padding_injection=injection))
+    earliest = np.maximum(ends, start_pads)[:, None]
+    lengths = result["lengths"].numpy()  # EOS was chosen at step `length`
+    valid = result["scores"].numpy() > -1e8
+    # The short sentence has one possible hypothesis: forced start tokens up
+    # to step 5 = max(2 + 2, 5), where only EOS is left.
+    assert valid[:, 0].all() and valid.sum(axis=1).tolist() == [3, 1, 3]
+    assert (lengths[valid] >= np.broadcast_to(earliest, lengths.shape)[valid]).all()
+    assert (lengths[:, 0] == earliest[:, 0]).all()
+    talkative = biased_model(eos_bias=-8.0)  # never wants to stop
+    result = greedy_search(talkative, source, logits_processor=eager_processor_for(
+        talkative, source_padding_injection=injection))
+    latest = np.maximum(ends + injection, start_pads)
+    assert result["lengths"].numpy()[:, 0].tolist() == latest.tolist()
+
+
+def test_strip_and_empty_sources(model):
+    assert strip_eager_tokens([START, START, 9, EPS, 10, SRC_PAD, EOS, 11], model) == [9, 10]
+    assert strip_eager_tokens([[[START, 9, 0]], [[EPS, 0, 0]]], model) == [[[9]], [[]]]
+    assert eager_translate(model, np.array([[EOS]], "int32")) == [[]]
+    assert eager_translate(model, np.array([[EOS], [EOS]], "int32"), beam_size=1) == [[], []]
+    assert EagerStreamer(model).finish() == []
+    assert EagerStreamer(model).translate([]) == []
+
+
+# ---- streaming ----------------------------------------------------------------------------------
+
+
+def test_streaming_equals_batch_greedy(model):
+    source, ends = decode_sources()
+    batch = eager_translate(model, source, beam_size=1)
+    streamer = EagerStreamer(model)
+    for row, end in enumerate(ends):
+        sentence = source[row, :end].tolist()
+        single = eager_translate(model, source[row:row + 1, :end + 1], beam_size=1)[0]
+        assert streamer.translate(sentence) == single == batch[row]
+        # Token by token and chunk by chunk: the same words.
+        pieces = [streamer.feed([token]) for token in sentence] + [streamer.finish()]
+        assert sum(pieces, []) == single
+        assert streamer.feed(sentence[:3]) + streamer.feed(sentence[3:] + [EOS]) == single
+
+
+def test_streaming_commits_before_the_source_ends_in_constant_memory(model):
+    streamer = EagerStreamer(model, start_pads=1, epsilon_limit=0)
+    assert len(streamer.feed([5, 6, 7])) == 2  # one start token, then a word per step
+    before = streamer.memory_footprint()
+    rng = np.random.default_rng(0)
+    written = 0
+    for _ in range(20):
+        written += len(streamer.feed(rng.integers(4, VOCAB - 3, 100)))
+    assert streamer.memory_footprint() == before
+    assert written == 2000  # every step after the start token commits one word
+    assert len(streamer.finish()) <= 4
+
+
+# ---- data and training ----------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def id_pairs(tiny_parallel_corpus, tiny_tokenizer):
+    pairs, stats = make_eager_id_pairs(tiny_parallel_corpus, tiny_tokenizer, aligner="monotone",
+                                       start_pads=2)
+    assert stats["pairs"] == len(tiny_parallel_corpus)
+    return pairs
+
+
+def test_eager_id_pairs(id_pairs, tiny_tokenizer):
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+
+    special = eager_data.eager_special_ids(vocabulary_size(tiny_tokenizer))
+    for source, target in id_pairs:
+        assert len(source) == len(target) and source[-1] == target[-1] == EOS
+        assert (target[:2] == special.start_id).all()
+        assert special.source_pad_id not in target and special.epsilon_id not in source
+
+
+def test_aligned_stream_columns_continue_across_windows(id_pairs):
+    dataset = make_aligned_stream_dataset(id_pairs[:40], batch_size=4, bptt=7)
+    windows = list(dataset.as_numpy_iterator())
+    source = np.concatenate([w[0]["source_ids"] for w in windows], axis=1)
+    labels = np.concatenate([w[1] for w in windows], axis=1)
+    previous = np.concatenate([w[0]["target_ids"] for w in windows], axis=1)
+    stream_source = np.concatenate([s for s, _ in id_pairs[:40]])
+    stream_target = np.concatenate([t for _, t in id_pairs[:40]])
+    column = len(stream_source) // 4
+    assert all(w[1].shape[1] == 7 for w in windows[:-1])
+    np.testing.assert_array_equal(source, stream_source[:4 * column].reshape(4, column))
+    np.testing.assert_array_equal(labels, stream_target[:4 * column].reshape(4, column))
+    flat_previous = previous.reshape(-1)
+    starts = np.cumsum([0] + [len(t) for _, t in id_pairs[:40]])[:-1]
+    starts = starts[starts < 4 * column]
+    assert (flat_previous[starts] == 2).all()  # BOS at every sentence start
+    inside = np.setdiff1d(np.arange(1, 4 * column), starts)
+    np.testing.assert_array_equal(flat_previous[inside], stream_target[inside - 1])
+
+
+def test_training_lowers_the_loss(id_pairs, tiny_tokenizer):
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+    from keras_attn_zoo.training import Trainer
+
+    size = eager_data.eager_vocabulary_size(vocabulary_size(tiny_tokenizer))
+    keras.utils.set_random_seed(1)
+    model = eager_translator(size, preset="tiny", start_pads=2)
+    trainer = Trainer(model, keras.optimizers.Adam(0.02), label_smoothing=0.0,
+                      checkpoint_every=0)
+    losses = []
+    for inputs, labels in make_eager_dataset(id_pairs, batch_size=32, seed=0).repeat(3).take(25):
+        losses.append(trainer.train_on_batch(inputs, labels)["loss"])
+    assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:3]), losses
+
+    # Aligned batching with the state carried across windows.
+    stream_model = eager_translator(size, preset="tiny", start_pads=2)
+    stream = make_aligned_stream_dataset(id_pairs, batch_size=16, bptt=20)
+    losses = train_on_aligned_stream(stream_model, keras.optimizers.Adam(0.02), stream,
+                                     epochs=3, max_steps=30)
+    assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:3]), losses
+
+
+def test_eflomal_alignment_is_cached(tiny_parallel_corpus, tmp_path, monkeypatch):
+    pytest.importorskip("eflomal")
+    import sys
+
+    pairs = [(s.lower().split(), t.lower().split()) for s, t in tiny_parallel_corpus[:200]]
+    links = eager_data.align_with_eflomal(pairs, tmp_path)
+    assert len(links) == 200 and sum(map(len, links)) > 500
+    # "der hund" / "the dog" style pairs align mostly monotonically.
+    diagonal = sum(i == j for pair in links for i, j in pair) / sum(map(len, links))
+    assert diagonal > 0.5
+    assert len(list(tmp_path.glob("eflomal-*.links"))) == 2
+    monkeypatch.setitem(sys.modules, "eflomal", None)  # a second run reads the cache
+    assert eager_data.align_with_eflomal(pairs, tmp_path) == links
+    with pytest.raises(ImportError, match="pip install eflomal"):
+        eager_data.align_with_eflomal(pairs[:10], tmp_path / "other")
