@@ -1,5 +1,6 @@
 """Keras layers of the zoo: one public layer per file."""
 
+from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
 from keras_attn_zoo.layers.embedding import SharedEmbedding
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.layers.transformer_blocks import FeedForward

@@ -22,13 +22,20 @@ parameters onto the simplex after each optimiser update. This module holds
 * `BranchWeightHistory`, a callback recording κ/α for plots.
 
 Edge case: the projection sets every coordinate below the threshold θ to
-exactly 0. A branch whose κ_i is 0 receives no gradient in its query, key,
-value and output projections (they are multiplied by κ_i), and one whose α_i
-is 0 none in its FFN nor upstream of it. κ_i and α_i themselves keep a
-gradient (the branch's output), so a zeroed branch can come back, but it is
-frozen until the projection lets its weight become positive again. Set
-`min_weight > 0` to project onto `{w >= min_weight, sum w = 1}` instead, which
-keeps every branch trainable (not in the paper).
+exactly 0, and a zero weight stops gradients:
+
+* α_i = 0: FFN_i and everything upstream in branch i (its κ_i, W_i^O, query,
+  key and value projections) get no gradient. α_i's own gradient is
+  `<dL/d output, FFN_i(...)>`, generally non-zero, so α_i can come back.
+* κ_i = 0: branch i's W_i^O and query/key/value projections get no
+  gradient, and FFN_i sees the input 0. κ_i's own gradient then flows only
+  through FFN_i's hidden units whose bias is positive (ReLU'(0) = 0): with
+  the zero-initialised biases of a fresh layer none are, so a κ_i driven to
+  0 early can stay at 0 for good.
+
+Set `min_weight > 0` (the layer's `min_branch_weight`) to project onto
+`{w >= min_weight, sum w = 1}` instead, which keeps every branch trainable
+(not in the paper); the softmax parameterisation never reaches 0.
 """
 
 import keras

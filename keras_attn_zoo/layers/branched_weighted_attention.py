@@ -1,0 +1,332 @@
+"""The Weighted Transformer's branched attention (attention + branch FFNs)."""
+
+import math
+
+import keras
+from keras import ops
+
+from keras_attn_zoo.layers.attention_utils import causal_mask
+from keras_attn_zoo.layers.attention_utils import combine_key_mask
+from keras_attn_zoo.layers.attention_utils import masked_softmax
+from keras_attn_zoo.layers.attention_utils import one_hot_write
+from keras_attn_zoo.training.simplex import SimplexProjection
+
+PARAMETERIZATIONS = ("projection", "softmax")
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_zoo")
+class BranchedWeightedAttention(keras.layers.Layer):
+    """Branched attention of the Weighted Transformer (Ahmed et al., 2017).
+
+    M branches (M = `num_heads`), each with its own query/key/value
+    projections `d -> d_k`, its own output projection `W_i^O: d_k -> d`, a
+    concatenation weight κ_i and its own feed-forward network FFN_i:
+
+        head_i     = Attention(Q W_i^Q, K W_i^K, V W_i^V)
+        head_bar_i = κ_i · head_i W_i^O
+        output     = Σ_i α_i FFN_i(head_bar_i)
+
+    with κ and α non-negative and summing to 1. The layer therefore replaces
+    a Transformer's attention sublayer *and* its FFN sublayer: use it in a
+    block with `use_feed_forward=False`; the block adds the residual and the
+    layer norm around it. All branches run in one batched einsum each.
+
+    κ and α are kept on the simplex by one of two parameterisations:
+
+    * `"projection"` (default, the paper's): κ and α are the weights
+      themselves, initialised to `1/M` and projected onto the simplex after
+      each optimiser update by a `SimplexProjection` constraint (Euclidean
+      projection, Duchi et al. 2008). A projection can set a weight to exactly
+      0, which stops the gradient of that branch's other parameters (and, for
+      κ_i while FFN_i's biases are still 0, of κ_i itself; see
+      `keras_attn_zoo.training.simplex`). `min_branch_weight > 0` prevents
+      this (not in the paper).
+    * `"softmax"`: κ = softmax(logits), α = softmax(logits), logits
+      initialised to 0 (uniform); no constraint, weights never exactly 0.
+
+    The branch FFN width is not stated in the seed text (the blog version of
+    the paper): each branch has "its own" FFN_i of the Transformer's form, so
+    the zoo's builder gives every branch the model's full `intermediate_dim`
+    by default (M times the FFN parameters of a Transformer). The public port
+    uses `intermediate_dim / M` per branch (then the FFN parameters match the
+    Transformer's); this layer takes whichever width it is given.
+
+    Args:
+        num_heads: number of branches M.
+        key_dim: width `d_k` of each branch's queries/keys/values.
+        intermediate_dim: inner width of each branch FFN.
+        dropout: dropout on the attention weights.
+        feed_forward_dropout: dropout on the branch FFNs' hidden activations
+            (0 like the zoo's `FeedForward` inside the blocks).
+        activation: branch FFN activation (paper: ReLU).
+        use_bias: biases in the projections and FFNs.
+        weight_parameterization: `"projection"` or `"softmax"` (see above).
+        min_branch_weight: floor of κ_i and α_i for `"projection"` (paper: 0).
+
+    Call arguments:
+        query: `[B, T, d]`.
+        context: `[B, S, d]` keys/values; `None` means self-attention.
+        context_mask: boolean `[B, S]`, `True` for real (unpadded) keys.
+        causal: mask keys after each query (decoder self-attention).
+        training: Python bool, enables dropout.
+        return_attention: also return the branches' attention weights
+            `[B, M, T, S]` (float32).
+
+    Incremental decoding follows the zoo's attention protocol:
+    `initial_cache(batch_size, max_length, context=None)` (cross-attention:
+    every branch's source keys/values projected once) and
+    `step(query, step, cache, context_mask=None)`.
+
+    `branch_weights()` returns `{"kappa": [...], "alpha": [...]}` as floats.
+
+    Example:
+    >>> layer = BranchedWeightedAttention(num_heads=4, key_dim=8,
+    ...                                   intermediate_dim=64)
+    >>> x = keras.random.normal((2, 5, 32))
+    >>> layer(x, causal=True).shape
+    (2, 5, 32)
+    >>> layer.branch_weights()["kappa"]
+    [0.25, 0.25, 0.25, 0.25]
+
+    References:
+        Ahmed, Keskar and Socher, "Weighted Transformer Network for Machine
+        Translation", arXiv:1711.02132, 2017.
+        Duchi, Shalev-Shwartz, Singer and Chandra, "Efficient Projections onto
+        the l1-Ball for Learning in High Dimensions", ICML 2008.
+    """
+
+    def __init__(
+        self,
+        num_heads,
+        key_dim,
+        intermediate_dim,
+        dropout=0.0,
+        feed_forward_dropout=0.0,
+        activation="relu",
+        use_bias=True,
+        weight_parameterization="projection",
+        min_branch_weight=0.0,
+        **kwargs,
+    ):
+        super().__init__(**kwargs)
+        if weight_parameterization not in PARAMETERIZATIONS:
+            raise ValueError(
+                f"weight_parameterization must be one of {PARAMETERIZATIONS}, "
+                f"got {weight_parameterization!r}."
+            )
+        if min_branch_weight and weight_parameterization != "projection":
+            raise ValueError("min_branch_weight applies to the projection only.")
+        if num_heads * min_branch_weight >= 1.0:
+            raise ValueError(
+                f"min_branch_weight={min_branch_weight} leaves no room on the "
+                f"simplex of {num_heads} branches (needs M * floor < 1)."
+            )
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.intermediate_dim = intermediate_dim
+        self.dropout = dropout
+        self.feed_forward_dropout = feed_forward_dropout
+        self.activation = activation
+        self.use_bias = use_bias
+        self.weight_parameterization = weight_parameterization
+        self.min_branch_weight = min_branch_weight
+        self._dropout_layer = keras.layers.Dropout(dropout)
+        self._feed_forward_dropout_layer = keras.layers.Dropout(feed_forward_dropout)
+
+    def build(self, query_shape, context_shape=None):
+        model_dim = query_shape[-1]
+        context_dim = model_dim if context_shape is None else context_shape[-1]
+        branches = self.num_heads
+        # Per-branch Glorot: the kernels below hold M independent matrices
+        # side by side; keras counts the branch axis into both fans, which
+        # `scale=M` undoes.
+        per_branch_glorot = keras.initializers.VarianceScaling(
+            scale=float(branches), mode="fan_avg", distribution="uniform"
+        )
+
+        def dense(equation, output_shape, bias_axes, name, initializer,
+                  activation=None):
+            return keras.layers.EinsumDense(
+                equation,
+                output_shape=output_shape,
+                bias_axes=bias_axes if self.use_bias else None,
+                activation=activation,
+                kernel_initializer=initializer,
+                name=name,
+                dtype=self.dtype_policy,
+            )
+
+        heads = (branches, self.key_dim)
+        # Q/K/V of all branches as in MultiHeadAttention (identical maths to
+        # M separate d -> d_k projections, same initialisation as the zoo's
+        # Transformer baseline).
+        self.query_projection = dense(
+            "btd,dhk->bthk", (None,) + heads, "hk", "query", "glorot_uniform")
+        self.key_projection = dense(
+            "btd,dhk->bthk", (None,) + heads, "hk", "key", "glorot_uniform")
+        self.value_projection = dense(
+            "btd,dhk->bthk", (None,) + heads, "hk", "value", "glorot_uniform")
+        # W_i^O: d_k -> d for each branch, no sum over branches.
+        self.output_projection = dense(
+            "bthk,hkd->bthd", (None, branches, model_dim), "hd", "output",
+            per_branch_glorot)
+        self.ffn_inner = dense(
+            "bthd,hdf->bthf", (None, branches, self.intermediate_dim), "hf",
+            "ffn_inner", per_branch_glorot, activation=self.activation)
+        self.ffn_outer = dense(
+            "bthf,hfd->bthd", (None, branches, model_dim), "hd", "ffn_outer",
+            per_branch_glorot)
+        self.query_projection.build(query_shape)
+        self.key_projection.build((None, None, context_dim))
+        self.value_projection.build((None, None, context_dim))
+        self.output_projection.build((None, None) + heads)
+        self.ffn_inner.build((None, None, branches, model_dim))
+        self.ffn_outer.build((None, None, branches, self.intermediate_dim))
+
+        if self.weight_parameterization == "projection":
+            initializer = keras.initializers.Constant(1.0 / branches)
+            constraint = SimplexProjection(self.min_branch_weight)
+            suffix = ""
+        else:
+            initializer, constraint, suffix = "zeros", None, "_logits"
+        self.kappa = self.add_weight(
+            name="kappa" + suffix, shape=(branches,), initializer=initializer,
+            constraint=constraint, trainable=True,
+        )
+        self.alpha = self.add_weight(
+            name="alpha" + suffix, shape=(branches,), initializer=initializer,
+            constraint=constraint, trainable=True,
+        )
+        # Lets `BranchWeightLearningRate` optimisers find κ/α.
+        self.kappa._zoo_branch_weight = True
+        self.alpha._zoo_branch_weight = True
+        self.built = True
+
+    # ---- κ and α ------------------------------------------------------------------
+
+    def _simplex_weights(self):
+        """κ and α as float32 tensors on the simplex."""
+        kappa = ops.cast(self.kappa, "float32")
+        alpha = ops.cast(self.alpha, "float32")
+        if self.weight_parameterization == "softmax":
+            kappa, alpha = ops.softmax(kappa), ops.softmax(alpha)
+        return kappa, alpha
+
+    def branch_weights(self):
+        """`{"kappa": [M floats], "alpha": [M floats]}`, each summing to 1."""
+        kappa, alpha = self._simplex_weights()
+        return {
+            "kappa": [float(x) for x in ops.convert_to_numpy(kappa)],
+            "alpha": [float(x) for x in ops.convert_to_numpy(alpha)],
+        }
+
+    # ---- the computation -------------------------------------------------------------
+
+    def _attend(self, query_heads, key_heads, value_heads, mask, training):
+        scale = 1.0 / math.sqrt(self.key_dim)
+        scores = ops.einsum("bthk,bshk->bhts", query_heads * scale, key_heads)
+        weights = masked_softmax(scores, mask)
+        dropped = self._dropout_layer(weights, training=training)
+        heads = ops.einsum(
+            "bhts,bshk->bthk", ops.cast(dropped, value_heads.dtype), value_heads
+        )
+        return self._branches(heads, training), weights
+
+    def _branches(self, heads, training):
+        """`Σ_i α_i FFN_i(κ_i head_i W_i^O)` for heads `[B, T, M, d_k]`."""
+        kappa, alpha = self._simplex_weights()
+        dtype = self.compute_dtype
+        branch = self.output_projection(heads)  # [B, T, M, d]
+        branch = branch * ops.cast(kappa, dtype)[None, None, :, None]
+        hidden = self._feed_forward_dropout_layer(
+            self.ffn_inner(branch), training=training
+        )
+        outputs = self.ffn_outer(hidden)  # [B, T, M, d]
+        return ops.einsum("btmd,m->btd", outputs, ops.cast(alpha, dtype))
+
+    def call(
+        self,
+        query,
+        context=None,
+        context_mask=None,
+        causal=False,
+        training=None,
+        return_attention=False,
+    ):
+        if context is None:
+            context = query
+        causal_part = None
+        if causal:
+            causal_part = causal_mask(ops.shape(query)[1], ops.shape(context)[1])
+        mask = combine_key_mask(context_mask, causal_part)
+        output, weights = self._attend(
+            self.query_projection(query),
+            self.key_projection(context),
+            self.value_projection(context),
+            mask,
+            training,
+        )
+        return (output, weights) if return_attention else output
+
+    # ---- incremental decoding -------------------------------------------------------
+
+    def initial_cache(self, batch_size, max_length, context=None):
+        """Cache for `step`.
+
+        Self-attention (`context=None`): zero key/value buffers of
+        `max_length` steps for every branch. Cross-attention: every branch's
+        source keys/values, projected once.
+        """
+        if context is not None:
+            return {
+                "key": self.key_projection(context),
+                "value": self.value_projection(context),
+            }
+        shape = (batch_size, max_length, self.num_heads, self.key_dim)
+        zeros = ops.zeros(shape, dtype=self.compute_dtype)
+        return {"key": zeros, "value": zeros}
+
+    def step(self, query, step, cache, context_mask=None):
+        """Attends from one query position `[B, 1, d]` at time `step`.
+
+        `context_mask=None`: causal self-attention over the cached steps
+        `0..step` (this step's key/value is written first). Otherwise
+        cross-attention over the cached source.
+
+        Returns:
+            `(output [B, 1, d], cache, weights [B, M, 1, S])`.
+        """
+        query_heads = self.query_projection(query)
+        if context_mask is None:
+            cache = {
+                "key": one_hot_write(cache["key"], step, self.key_projection(query)),
+                "value": one_hot_write(
+                    cache["value"], step, self.value_projection(query)
+                ),
+            }
+            length = ops.shape(cache["key"])[1]
+            visible = ops.arange(length) <= step
+            mask = visible[None, None, None, :]
+        else:
+            mask = combine_key_mask(context_mask)
+        output, weights = self._attend(
+            query_heads, cache["key"], cache["value"], mask, training=False
+        )
+        return output, cache, weights
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "intermediate_dim": self.intermediate_dim,
+                "dropout": self.dropout,
+                "feed_forward_dropout": self.feed_forward_dropout,
+                "activation": self.activation,
+                "use_bias": self.use_bias,
+                "weight_parameterization": self.weight_parameterization,
+                "min_branch_weight": self.min_branch_weight,
+            }
+        )
+        return config

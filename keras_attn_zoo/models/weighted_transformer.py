@@ -1,0 +1,198 @@
+"""`weighted_transformer(...)`: the Weighted Transformer (Ahmed et al., 2017).
+
+Registers the attention kind `"branched_weighted"` (a
+`BranchedWeightedAttention` layer, `uses_feed_forward=False` since the layer
+holds the branch FFNs). `Seq2SeqTransformer` gives an encoder block
+`use_feed_forward = uses_feed_forward(encoder kind)` and a decoder block
+`uses_feed_forward(self kind) and uses_feed_forward(cross kind)`, so
+
+* an encoder block whose self-attention is branched has no separate FFN;
+* an encoder block left as `"multi_head"` keeps its FFN;
+* a decoder block with `"multi_head"` masked self-attention and branched
+  cross-attention (the default) has no separate FFN: the branches' FFNs sit
+  where the Transformer's FFN was, after the cross-attention;
+* a decoder block with branched self-attention loses the FFN after its
+  cross-attention even if the cross-attention is `"multi_head"` (the AND
+  above). `branched_slots=("decoder_self",)` alone therefore gives
+  self-attention branches + plain cross-attention with no FFN after it.
+
+Kind options, read from the model's `attention_options`:
+`branch_intermediate_dim` (None: the model's `intermediate_dim`; `"split"`:
+`intermediate_dim // num_heads`; or an int), `weight_parameterization`
+(`"projection"` or `"softmax"`), `min_branch_weight`,
+`branch_feed_forward_dropout`.
+"""
+
+import inspect
+
+from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
+from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
+from keras_attn_zoo.models.presets import resolve_preset
+from keras_attn_zoo.models.seq2seq_transformer import CROSS
+from keras_attn_zoo.models.seq2seq_transformer import DECODER_SELF
+from keras_attn_zoo.models.seq2seq_transformer import ENCODER_SELF
+from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
+
+KIND = "branched_weighted"
+SLOTS = (ENCODER_SELF, DECODER_SELF, CROSS)
+# The public port's choice. The seed text only says the multi-head attention
+# is replaced by branches (each with its FFN); this is the one layout in which
+# every branched layer takes the place of a Transformer attention + FFN pair
+# (in the decoder the FFN follows the encoder-decoder attention).
+DEFAULT_BRANCHED_SLOTS = (ENCODER_SELF, CROSS)
+
+_SLOT_ARGUMENTS = {
+    ENCODER_SELF: "encoder_self_attention",
+    DECODER_SELF: "decoder_self_attention",
+    CROSS: "cross_attention",
+}
+_KIND_OPTIONS = (
+    "branch_intermediate_dim",
+    "weight_parameterization",
+    "min_branch_weight",
+    "branch_feed_forward_dropout",
+)
+MODEL_ARGUMENTS = frozenset(
+    list(inspect.signature(Seq2SeqTransformer.__init__).parameters)[2:-1] + ["name"]
+) - set(_SLOT_ARGUMENTS.values())
+
+
+def branch_width(config):
+    """The branch FFN width for a model config (see module docstring)."""
+    options = config["attention_options"]
+    width = options.get("branch_intermediate_dim")
+    if width is None:
+        return config["intermediate_dim"]
+    if width == "split":
+        return max(1, config["intermediate_dim"] // config["num_heads"])
+    if isinstance(width, int) and width > 0:
+        return width
+    raise ValueError(
+        "branch_intermediate_dim must be None (the paper: intermediate_dim), "
+        f"'split' (the port: intermediate_dim // num_heads) or an int > 0; got {width!r}."
+    )
+
+
+def make_branched_weighted(slot, layer_index, config):
+    """`make_layer` of the `"branched_weighted"` attention kind."""
+    options = config["attention_options"]
+    return BranchedWeightedAttention(
+        num_heads=config["num_heads"],
+        key_dim=config["model_dim"] // config["num_heads"],
+        intermediate_dim=branch_width(config),
+        dropout=config["attention_dropout"],
+        feed_forward_dropout=options.get("branch_feed_forward_dropout", 0.0),
+        weight_parameterization=options.get("weight_parameterization", "projection"),
+        min_branch_weight=options.get("min_branch_weight", 0.0),
+        name=f"{slot}_attention_{layer_index}",
+    )
+
+
+register_attention_kind(KIND, make_branched_weighted, uses_feed_forward=False)
+
+
+def weighted_transformer(
+    vocabulary_size,
+    preset="small",
+    branched_slots=DEFAULT_BRANCHED_SLOTS,
+    branch_intermediate_dim=None,
+    weight_parameterization="projection",
+    min_branch_weight=0.0,
+    **overrides,
+):
+    """Builds the Weighted Transformer (Ahmed, Keskar and Socher, 2017).
+
+    Every branched slot's multi-head attention and the FFN after it become M
+    = `num_heads` weighted branches, `Σ_i α_i FFN_i(κ_i head_i W_i^O)`, with κ
+    and α on the simplex in each layer (see `BranchedWeightedAttention`).
+
+    Paper vs public port: the paper is the default, the port's choices are
+    options.
+
+    * Branch FFN width: the seed text does not state it, only that each
+      branch has its own FFN of the Transformer's form; the default (`None`)
+      gives each branch the full `intermediate_dim` (M times the FFN
+      parameters: "small" has 17.0M parameters against the Transformer's
+      7.6M). The port uses `intermediate_dim / M`
+      (`branch_intermediate_dim="split"`, 7.58M for "small"), which keeps the
+      FFN parameters equal to the Transformer's.
+    * κ/α on the simplex: the paper projects after each update (default
+      `"projection"`); `"softmax"` is offered.
+    * κ/α learning-rate warm-up of 400 steps (port): an optimiser option, see
+      `keras_attn_zoo.training.simplex.BranchWeightAdam` and
+      `port_branch_weight_schedule`.
+    * Branched slots: the seed text does not name them ("we replace the
+      multi-head attention by multiple self-attention branches"). Default:
+      encoder self-attention and decoder cross-attention, the masked decoder
+      self-attention stays multi-head (the port's choice, and the layout in
+      which each branched layer replaces an attention + FFN pair). Any
+      non-empty subset of `("encoder_self", "decoder_self", "cross")` may be
+      given.
+
+    Args:
+        vocabulary_size: joint vocabulary size.
+        preset: "tiny", "small", "base" or "big" (Transformer sizes).
+        branched_slots: slots filled with branched attention; the others keep
+            `"multi_head"`.
+        branch_intermediate_dim: `None` (paper, full `intermediate_dim` per
+            branch), `"split"` (port, `intermediate_dim // num_heads`) or an int.
+        weight_parameterization: `"projection"` (paper) or `"softmax"`.
+        min_branch_weight: floor of κ_i, α_i under the projection (paper: 0).
+        **overrides: any other `Seq2SeqTransformer` argument; the slot kinds
+            are set through `branched_slots`. Entries of `attention_options`
+            given here win over the keyword arguments above.
+
+    Returns:
+        A `Seq2SeqTransformer`; `weighted_branch_weights(model)` reads κ/α.
+
+    Example:
+    >>> model = weighted_transformer(8000, preset="tiny")
+    >>> sorted(weighted_branch_weights(model))
+    ['cross_attention_0', 'encoder_self_attention_0']
+    """
+    given_slots = sorted(set(overrides) & set(_SLOT_ARGUMENTS.values()))
+    if given_slots:
+        raise TypeError(
+            f"{given_slots} are set by branched_slots in weighted_transformer; "
+            "use transformer(...) with explicit kinds for other layouts."
+        )
+    branched_slots = tuple(branched_slots)
+    unknown = sorted(set(branched_slots) - set(SLOTS))
+    if unknown:
+        raise ValueError(f"Unknown slot(s) {unknown}; choose from {list(SLOTS)}.")
+    if not branched_slots:
+        raise ValueError("branched_slots is empty: that is the plain transformer(...).")
+    config = resolve_preset(TRANSFORMER_PRESETS, preset, overrides, MODEL_ARGUMENTS)
+    options = {
+        "branch_intermediate_dim": branch_intermediate_dim,
+        "weight_parameterization": weight_parameterization,
+        "min_branch_weight": min_branch_weight,
+    }
+    options.update(config.get("attention_options") or {})
+    config["attention_options"] = options
+    for slot, argument in _SLOT_ARGUMENTS.items():
+        config[argument] = KIND if slot in branched_slots else "multi_head"
+    config.setdefault("name", "weighted_transformer")
+    # Validate the width now rather than deep inside layer construction.
+    branch_width({**config, "attention_options": options})
+    return Seq2SeqTransformer(vocabulary_size, **config)
+
+
+def branched_layers(model):
+    """`{layer name: BranchedWeightedAttention}` of a model, encoder first."""
+    found = {}
+    for layer in model._flatten_layers(include_self=False, recursive=True):
+        if isinstance(layer, BranchedWeightedAttention):
+            found[layer.name] = layer
+    return found
+
+
+def weighted_branch_weights(model):
+    """κ and α of every branched layer, for plots.
+
+    Returns:
+        `{layer name: {"kappa": [M floats], "alpha": [M floats]}}`, e.g.
+        `{"encoder_self_attention_0": {...}, "cross_attention_0": {...}}`.
+    """
+    return {name: layer.branch_weights() for name, layer in branched_layers(model).items()}

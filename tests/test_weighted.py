@@ -1,0 +1,368 @@
+"""The Weighted Transformer: simplex projection, branched attention, model."""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn_zoo import data as zoo_data
+from keras_attn_zoo.decoding import beam_search
+from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
+from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
+from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
+from keras_attn_zoo.models.weighted_transformer import weighted_transformer
+from keras_attn_zoo.training import Trainer
+from keras_attn_zoo.training.simplex import BranchWeightAdam
+from keras_attn_zoo.training.simplex import BranchWeightHistory
+from keras_attn_zoo.training.simplex import SimplexProjection
+from keras_attn_zoo.training.simplex import port_branch_weight_schedule
+from keras_attn_zoo.training.simplex import project_onto_simplex
+from tests import model_checks
+
+VOCAB = 60
+
+
+def project(values, **kwargs):
+    return np.asarray(project_onto_simplex(np.asarray(values, "float32"), **kwargs))
+
+
+def assert_on_simplex(weights, atol=1e-5):
+    weights = np.asarray(weights)
+    assert (weights >= 0).all(), weights
+    np.testing.assert_allclose(weights.sum(-1), 1.0, atol=atol)
+
+
+# ---- the projection -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "values, expected",
+    [
+        ([0.2, 0.3, 0.5], [0.2, 0.3, 0.5]),  # already on the simplex
+        ([2.0, 0.0], [1.0, 0.0]),
+        ([-1.0, 0.5], [0.0, 1.0]),  # negative entry
+        ([0.5, -0.5, 1.0], [0.25, 0.0, 0.75]),
+        ([-3.0, -1.0, -2.0], [0.0, 1.0, 0.0]),  # all negative
+        ([1.0, 1.0, 1.0], [1 / 3, 1 / 3, 1 / 3]),  # ties
+        ([0.6, 0.6, 0.0], [0.5, 0.5, 0.0]),  # ties at the top
+        ([0.0, 0.0, 0.0, 0.0], [0.25, 0.25, 0.25, 0.25]),
+    ],
+)
+def test_projection_on_hand_examples(values, expected):
+    np.testing.assert_allclose(project(values), expected, atol=1e-6)
+
+
+def test_projection_is_the_nearest_simplex_point_row_by_row():
+    rng = np.random.default_rng(0)
+    values = rng.normal(size=(50, 5)).astype("float32") * 2
+    projected = project(values)
+    assert_on_simplex(projected)
+    # Batched rows are independent.
+    np.testing.assert_allclose(project(values[7]), projected[7], atol=1e-6)
+    # No random simplex point is nearer (Euclidean).
+    candidates = rng.dirichlet(np.ones(5), size=2000)
+    for row, best in zip(values, projected):
+        best_distance = np.linalg.norm(row - best)
+        assert (np.linalg.norm(row - candidates, axis=1) >= best_distance - 1e-5).all()
+    # Idempotent.
+    np.testing.assert_allclose(project(projected), projected, atol=1e-6)
+
+
+def test_projection_floor_and_dtype():
+    np.testing.assert_allclose(project([2.0, 0.0], min_weight=0.1), [0.9, 0.1], atol=1e-6)
+    half = project_onto_simplex(np.array([3.0, 1.0], "float16"))
+    assert keras.backend.standardize_dtype(half.dtype) == "float16"
+    np.testing.assert_allclose(np.asarray(half, "float32"), [1.0, 0.0])
+    with pytest.raises(ValueError, match="min_weight"):
+        project([1.0, 0.0], min_weight=0.5)
+
+
+# ---- the layer ------------------------------------------------------------------------
+
+
+def test_layer_computes_the_weighted_branch_sum():
+    """Output = Σ_i α_i FFN_i(κ_i head_i W_i^O), checked in NumPy."""
+    layer = BranchedWeightedAttention(num_heads=3, key_dim=4, intermediate_dim=5)
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(2, 4, 8)).astype("float32")
+    memory = rng.normal(size=(2, 6, 8)).astype("float32")
+    mask = np.array([[1, 1, 1, 1, 1, 1], [1, 1, 1, 0, 0, 0]], bool)
+    layer(x, memory, context_mask=mask)
+    layer.kappa.assign([0.5, 0.3, 0.2])
+    layer.alpha.assign([0.1, 0.0, 0.9])
+    out = np.asarray(layer(x, memory, context_mask=mask))
+
+    def dense(sublayer, inputs, equation):
+        kernel = np.asarray(sublayer.kernel)
+        return np.einsum(equation, inputs, kernel) + np.asarray(sublayer.bias)
+
+    q = dense(layer.query_projection, x, "btd,dhk->bthk")
+    k = dense(layer.key_projection, memory, "bsd,dhk->bshk")
+    v = dense(layer.value_projection, memory, "bsd,dhk->bshk")
+    expected = np.zeros_like(x)
+    for i, (kappa, alpha) in enumerate(zip([0.5, 0.3, 0.2], [0.1, 0.0, 0.9])):
+        scores = np.einsum("btk,bsk->bts", q[:, :, i], k[:, :, i]) / 2.0
+        scores = np.where(mask[:, None, :], scores, -1e9)
+        weights = np.exp(scores - scores.max(-1, keepdims=True))
+        weights /= weights.sum(-1, keepdims=True)
+        head = np.einsum("bts,bsk->btk", weights, v[:, :, i])
+        projected = head @ np.asarray(layer.output_projection.kernel)[i]
+        projected = (projected + np.asarray(layer.output_projection.bias)[i]) * kappa
+        hidden = np.maximum(
+            projected @ np.asarray(layer.ffn_inner.kernel)[i]
+            + np.asarray(layer.ffn_inner.bias)[i], 0.0)
+        ffn = hidden @ np.asarray(layer.ffn_outer.kernel)[i] + np.asarray(
+            layer.ffn_outer.bias)[i]
+        expected += alpha * ffn
+    np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def test_a_zero_weight_stops_its_branch_gradient():
+    """The REFERENCE edge case, for κ_i = 0 and for α_i = 0."""
+    layer = BranchedWeightedAttention(num_heads=2, key_dim=4, intermediate_dim=8)
+    x = tf.random.normal((2, 3, 8))
+    layer(x)
+
+    def gradients(kappa, alpha):
+        layer.kappa.assign(kappa)
+        layer.alpha.assign(alpha)
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(layer(x) ** 2)
+        variables = [layer.query_projection.kernel, layer.ffn_inner.kernel,
+                     layer.kappa, layer.alpha]
+        return [np.asarray(g) for g in tape.gradient(loss, variables)]
+
+    # κ_1 = 0: branch 1's attention projections are frozen. κ_1's own gradient
+    # passes only through FFN_1 units with a positive bias: none at
+    # initialisation (biases 0, ReLU'(0) = 0), so there κ_1 is stuck too.
+    query, _, kappa, _ = gradients([1.0, 0.0], [0.5, 0.5])
+    assert np.abs(query[:, 1]).max() == 0.0 and np.abs(query[:, 0]).max() > 0.0
+    assert kappa[1] == 0.0
+    layer.ffn_inner.bias.assign(np.full((2, 8), 0.1, "float32"))
+    _, _, kappa, _ = gradients([1.0, 0.0], [0.5, 0.5])
+    assert abs(kappa[1]) > 0.0  # trained biases: κ_1 can leave 0 again
+    # α_1 = 0: FFN_1 and everything upstream is frozen; α_1 itself is not.
+    query, ffn, _, alpha = gradients([0.5, 0.5], [1.0, 0.0])
+    assert np.abs(ffn[1]).max() == 0.0 and np.abs(query[:, 1]).max() == 0.0
+    assert np.abs(ffn[0]).max() > 0.0
+    assert abs(alpha[1]) > 0.0
+
+
+def test_softmax_parameterization_and_config_round_trip():
+    layer = BranchedWeightedAttention(
+        num_heads=4, key_dim=2, intermediate_dim=6, weight_parameterization="softmax"
+    )
+    x = keras.random.normal((1, 3, 8))
+    layer(x)
+    assert layer.kappa.constraint is None
+    layer.kappa.assign([3.0, -1.0, 0.0, 0.5])
+    weights = layer.branch_weights()
+    assert_on_simplex(weights["kappa"])
+    assert weights["kappa"][0] > 0.8
+    clone = BranchedWeightedAttention.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
+    with pytest.raises(ValueError, match="weight_parameterization"):
+        BranchedWeightedAttention(2, 2, 4, weight_parameterization="sparsemax")
+
+
+def test_mixed_precision_keeps_weights_float32():
+    layer = BranchedWeightedAttention(
+        num_heads=2, key_dim=4, intermediate_dim=8, dtype="mixed_bfloat16"
+    )
+    out, weights = layer(keras.random.normal((2, 3, 8)), return_attention=True)
+    assert keras.backend.standardize_dtype(out.dtype) == "bfloat16"
+    assert keras.backend.standardize_dtype(weights.dtype) == "float32"
+    assert keras.backend.standardize_dtype(layer.kappa.dtype) == "float32"
+    assert np.isfinite(np.asarray(out, "float32")).all()
+
+
+# ---- the model --------------------------------------------------------------------------
+
+CONFIGURATIONS = {
+    # The default: paper's projection, encoder self + cross branched.
+    "default": dict(),
+    # Every slot branched (the decoder self-attention steps through its own
+    # cache), softmax weights, the port's split FFN width.
+    "all_slots_softmax_split": dict(
+        branched_slots=("encoder_self", "decoder_self", "cross"),
+        weight_parameterization="softmax", branch_intermediate_dim="split",
+        num_heads=4,
+    ),
+}
+
+
+@pytest.fixture(scope="module", params=sorted(CONFIGURATIONS))
+def model(request):
+    return weighted_transformer(VOCAB, preset="tiny", **CONFIGURATIONS[request.param])
+
+
+@pytest.fixture(scope="module")
+def batch():
+    return model_checks.random_batch(VOCAB)
+
+
+def test_decoder_is_causal(model, batch):
+    model_checks.check_causality(model, batch)
+
+
+def test_padding_does_not_change_real_tokens(model, batch):
+    model_checks.check_padding_invariance(model, batch)
+
+
+def test_cached_decoding_equals_full_pass(model, batch):
+    model_checks.check_cached_decoding(model, batch)
+
+
+def test_keras_file_round_trip_keeps_the_constraint(model, batch, tmp_path):
+    restored = model_checks.check_keras_round_trip(model, batch, tmp_path / "w.keras")
+    assert restored.get_config() == model.get_config()
+    assert weighted_branch_weights(restored) == weighted_branch_weights(model)
+    projection = model.zoo_config["attention_options"]["weight_parameterization"]
+    for layer in restored.encoder_blocks:
+        constraint = layer.self_attention.kappa.constraint
+        if projection == "projection":
+            assert isinstance(constraint, SimplexProjection)
+        else:
+            assert constraint is None
+
+
+def test_beam_search_runs(model, batch):
+    result = beam_search(model, batch["source_ids"], beam_size=2, max_length_b=4)
+    assert result["ids"].shape[:2] == (3, 1)
+    assert np.isfinite(np.asarray(result["scores"])).all()
+
+
+def test_slots_and_feed_forwards_follow_the_kinds():
+    model = weighted_transformer(VOCAB, preset="tiny")
+    encoder, decoder = model.encoder_blocks[0], model.decoder_blocks[0]
+    assert isinstance(encoder.self_attention, BranchedWeightedAttention)
+    assert encoder.feed_forward is None
+    assert type(decoder.self_attention).__name__ == "MultiHeadAttention"
+    assert isinstance(decoder.cross_attention, BranchedWeightedAttention)
+    assert decoder.feed_forward is None
+    only_cross = weighted_transformer(VOCAB, preset="tiny", branched_slots=("cross",))
+    assert only_cross.encoder_blocks[0].feed_forward is not None
+    with pytest.raises(TypeError, match="branched_slots"):
+        weighted_transformer(VOCAB, preset="tiny", cross_attention="multi_head")
+    with pytest.raises(ValueError, match="slot"):
+        weighted_transformer(VOCAB, preset="tiny", branched_slots=("decoder",))
+    with pytest.raises(ValueError, match="branch_intermediate_dim"):
+        weighted_transformer(VOCAB, preset="tiny", branch_intermediate_dim="half")
+
+
+@pytest.mark.parametrize("width", [None, "split"])
+def test_parameter_count_follows_the_formula(width):
+    p = TRANSFORMER_PRESETS["small"]
+    d, f, m = p["model_dim"], p["intermediate_dim"], p["num_heads"]
+    inner = f if width is None else f // m
+    attention = 4 * (d * d + d)
+    branched = (
+        3 * (d * d + d)  # Q, K, V of all branches
+        + d * d + m * d  # W_i^O (d_k x d each) and per-branch biases
+        + m * (d * inner + inner + inner * d + d)  # branch FFNs
+        + 2 * m  # kappa, alpha
+    )
+    ffn = d * f + f + f * d + d
+    encoder_layer = branched + 2 * d  # one layer norm, no separate FFN
+    decoder_layer = attention + branched + 2 * 2 * d
+    formula = 8000 * d + p["num_encoder_layers"] * encoder_layer + p[
+        "num_decoder_layers"] * decoder_layer
+    model = weighted_transformer(8000, preset="small", branch_intermediate_dim=width)
+    assert model.count_params() == formula
+    assert ffn  # (the Transformer's FFN, for comparison in the docstring)
+
+
+# ---- training ------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tiny_parallel_corpus, tiny_tokenizer):
+    """The tiny corpus in fixed [16, 32] batches: one trace of the train step."""
+    dataset, _ = zoo_data.make_dataset(
+        tiny_parallel_corpus, tiny_tokenizer, batch_tokens=400, max_length=32, seed=0
+    )
+    fixed = dataset.unbatch().padded_batch(
+        16, padded_shapes=({"source_ids": [32], "target_ids": [32]}, [32]),
+        drop_remainder=True,
+    )
+    return fixed.cache(), zoo_data.vocabulary_size(tiny_tokenizer)
+
+
+@pytest.mark.parametrize("parameterization", ["projection", "softmax"])
+def test_training_keeps_weights_on_the_simplex_and_lowers_the_loss(
+    tiny_data, parameterization
+):
+    dataset, vocab = tiny_data
+    model = weighted_transformer(
+        vocab, preset="tiny", num_heads=4, weight_parameterization=parameterization
+    )
+    before = weighted_branch_weights(model)
+    history = BranchWeightHistory(every=10)
+    losses = []
+
+    class Record:
+        def on_step_end(self, trainer, step, logs):
+            losses.append(logs["loss"])
+
+    trainer = Trainer(model, keras.optimizers.Adam(1e-2), callbacks=[history, Record()])
+    trainer.train(lambda epoch: dataset, max_steps=40, verbose=0)
+    after = weighted_branch_weights(model)
+    assert len(history.history) == 4 and history.history[-1][0] == 40
+    moved = 0.0
+    for name, weights in after.items():
+        for key in ("kappa", "alpha"):
+            assert_on_simplex(weights[key])
+            moved = max(moved, np.abs(np.subtract(weights[key], before[name][key])).max())
+    assert moved > 0.01, after
+    if parameterization == "projection":
+        raw = [v.numpy() for v in model.trainable_weights
+               if v.path.endswith(("/kappa", "/alpha"))]
+        assert len(raw) == 4
+        for value in raw:
+            assert_on_simplex(value)
+    assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5, losses
+
+
+def test_fit_applies_the_projection(batch):
+    labels = np.roll(batch["target_ids"], -1, axis=1)
+    model = weighted_transformer(VOCAB, preset="tiny")
+    # Plain SGD steps leave the simplex unless the constraint projects back.
+    model.compile(keras.optimizers.SGD(0.5), keras.losses.SparseCategoricalCrossentropy(
+        from_logits=True), jit_compile=False)
+    before = weighted_branch_weights(model)
+    model.fit(batch, labels, batch_size=3, epochs=3, verbose=0)
+    after = weighted_branch_weights(model)
+    assert after != before
+    for weights in after.values():
+        assert_on_simplex(weights["kappa"])
+        assert_on_simplex(weights["alpha"])
+
+
+def test_branch_weight_adam_gives_kappa_alpha_their_own_rate(batch):
+    model = weighted_transformer(VOCAB, preset="tiny")
+    optimizer = BranchWeightAdam(1e-2, branch_weight_learning_rate=0.0)
+    variables = model.trainable_variables
+    optimizer.build(variables)
+    before = [v.numpy() for v in variables]
+    optimizer.apply_gradients(
+        [(np.ones(v.shape, "float32"), v) for v in variables])
+    branch = [v.path.endswith(("/kappa", "/alpha")) for v in variables]
+    assert sum(branch) == 4
+    for is_branch, old, variable in zip(branch, before, variables):
+        changed = not np.allclose(old, variable.numpy())
+        assert changed != is_branch, variable.path
+    restored = BranchWeightAdam.from_config(optimizer.get_config())
+    assert restored.branch_weight_learning_rate == 0.0
+
+
+def test_port_schedule_warms_up_faster_then_matches():
+    from keras_attn_zoo.training import InverseSquareRootSchedule
+
+    main = InverseSquareRootSchedule(1e-3, warmup_steps=4000)
+    branch = port_branch_weight_schedule(main, warmup_steps=400)
+    assert float(branch(399)) == pytest.approx(1e-3 * np.sqrt(10), rel=1e-5)
+    assert float(branch(99)) > float(main(99)) * 9
+    assert float(branch(9999)) == pytest.approx(float(main(9999)), rel=1e-5)
+    optimizer = BranchWeightAdam(main, branch_weight_learning_rate=branch)
+    clone = BranchWeightAdam.from_config(optimizer.get_config())
+    assert float(clone.branch_weight_learning_rate(399)) == pytest.approx(float(branch(399)))
