@@ -2,6 +2,9 @@
 
 from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
 from keras_attn_zoo.layers.embedding import SharedEmbedding
+from keras_attn_zoo.layers.gaussian_mixture_cross_attention import (
+    GaussianMixtureCrossAttention,
+)
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.layers.transformer_blocks import FeedForward
 from keras_attn_zoo.layers.transformer_blocks import TransformerDecoderBlock

@@ -5,12 +5,14 @@ from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
 from keras_attn_zoo.models.eager_translator import EagerLSTMTranslator
 from keras_attn_zoo.models.eager_translator import eager_translator
+from keras_attn_zoo.models.gmm_transformer import gmm_transformer
 from keras_attn_zoo.models.transformer import transformer
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 
 MODEL_BUILDERS = {
     "transformer": transformer,
     "eager_translator": eager_translator,
+    "gmm_transformer": gmm_transformer,
     "weighted_transformer": weighted_transformer,
 }
 
