@@ -1,5 +1,6 @@
 """Keras layers of the zoo: one public layer per file."""
 
+from keras_attn_zoo.layers.bahdanau_attention import BahdanauAttention
 from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
 from keras_attn_zoo.layers.embedding import SharedEmbedding
 from keras_attn_zoo.layers.gaussian_mixture_cross_attention import (

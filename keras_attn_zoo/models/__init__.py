@@ -3,6 +3,8 @@
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
+from keras_attn_zoo.models.bahdanau_rnn import BahdanauRNN
+from keras_attn_zoo.models.bahdanau_rnn import bahdanau_rnn
 from keras_attn_zoo.models.eager_translator import EagerLSTMTranslator
 from keras_attn_zoo.models.eager_translator import eager_translator
 from keras_attn_zoo.models.gmm_transformer import gmm_transformer
@@ -10,6 +12,7 @@ from keras_attn_zoo.models.transformer import transformer
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 
 MODEL_BUILDERS = {
+    "bahdanau_rnn": bahdanau_rnn,
     "transformer": transformer,
     "eager_translator": eager_translator,
     "gmm_transformer": gmm_transformer,

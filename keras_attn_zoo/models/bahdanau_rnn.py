@@ -1,0 +1,710 @@
+"""RNNsearch (Bahdanau et al., 2015): bidirectional GRU encoder, additive attention.
+
+`BahdanauRNN` follows the zoo's model pattern (the keras-hub one, as
+`Seq2SeqTransformer`): a `keras.Model` whose teacher-forcing graph is built
+functionally in `__init__` (inputs `{"source_ids", "target_ids"}`, output
+float32 logits `[B, T, V]`), plus the step protocol `encode / initial_state /
+decode_step` reusing the same layer objects, so the shared searches, the
+exporter and `keras_attn_zoo.training.Trainer` drive it unchanged.
+
+The math (i = target position, j = source position, H = `hidden_dim`):
+
+* encoder: `h_j = [→h_j; ←h_j]`, a bidirectional GRU over the source
+  embeddings. It is masked with `source_ids != 0`, so the backward GRU starts
+  at each sentence's real last token and padding never changes `h_j`;
+* attention: `e_ij = v^T tanh(W s_{i-1} + U h_j)`, `α_ij = softmax_j(e_ij)`,
+  `c_i = Σ_j α_ij h_j` (`BahdanauAttention`; `U h` once per sentence);
+* decoder: `s_0 = tanh(W_s ←h_1)` (the backward state at the first token),
+  `s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])` - the context uses `s_{i-1}`, the
+  paper's order;
+* output: `t_i = readout([s_i; c_i; E y_{i-1}])`, logits `W_o t_i` in float32.
+  `output="maxout"` (paper): `t_i = maxout(U_o [...])`, 2l units max-pooled
+  in adjacent pairs to l = `maxout_dim`; `output="dense"` (the seed study):
+  one linear layer from `[s_i; c_i; E y_{i-1}]` straight to the vocabulary.
+  The arXiv appendix (A.2.2) writes the readout with `s_{i-1}` while the main
+  text and this zoo's reference use `s_i`; the zoo follows the reference.
+
+Teacher forcing runs the recurrence with `keras.ops.scan` (Keras 3's
+`keras.layers.RNN` has no `constants`): one step is "attend with `s_{i-1}`,
+then GRU", the same Python function `decode_step` runs, so the two agree.
+
+Scheduled sampling (the seed study's "teacher forcing ratio", Bengio et al.
+2015): with `teacher_forcing_ratio=p < 1` (or a `teacher_forcing_decay`), in
+`training=True` calls each target position i >= 1 is fed the gold token
+`y_{i-1}` with probability p and otherwise the model's own previous argmax
+prediction (no gradient through the choice). The recurrence then has to compute
+the logits inside the loop. With `training=False` (evaluation, rescoring,
+`check_cached_decoding`) the graph is always pure teacher forcing. `p` lives in
+a non-trainable variable (the model then has one more weight) that
+`TeacherForcingSchedule` (a callback for `Trainer` and `fit`) updates from the
+step count; the seed study found p = 0.5 better than 0.8, the default 1.0 is
+plain teacher forcing.
+
+Long inputs: the model has no length limit (`max_length=None`): the encoder is
+recurrent and the attention is over however many positions the source has.
+Cost is O(S) per decoding step and memory O(S) per hypothesis, so a source of
+thousands of tokens translates (slowly). An int `max_length` makes
+`check_length` and the exporter refuse longer inputs with a clear error.
+
+Embeddings: separate source and target embeddings by default (the paper has
+two vocabularies); `share_embeddings=True` uses one matrix for both sides of the
+zoo's joint SentencePiece vocabulary (half the embedding parameters). The
+output projection is never tied (its input width differs from the embedding).
+
+GRUs use `reset_after=False` (the paper's and Cho et al.'s GRU: the reset gate
+acts before the recurrent matrix); `reset_after=True` is Keras' cuDNN variant.
+Dropout (`dropout`, absent from the paper and named as missing by the seed
+study) applies to the source and target embeddings and to the readout
+(`t_i`, or `[s_i; c_i; E y_{i-1}]` for the dense output) before the
+projection. Initialisation uses Keras' defaults (Glorot uniform kernels,
+orthogonal recurrent kernels) rather than the paper's Gaussians.
+
+References:
+    Bahdanau, Cho, Bengio, "Neural Machine Translation by Jointly Learning to
+    Align and Translate", ICLR 2015 (arXiv:1409.0473).
+    Hiemsch, "Incorporating Attention Mechanisms in RNN-based Encoder-Decoder
+    Models" (the seed study; `seeds/bahdanau-attention-rnn.txt`).
+    Bengio et al., "Scheduled Sampling for Sequence Prediction with Recurrent
+    Neural Networks", NeurIPS 2015.
+    Goodfellow et al., "Maxout Networks", ICML 2013.
+"""
+
+import inspect
+import math
+
+import keras
+from keras import ops
+
+from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
+from keras_attn_zoo.layers.bahdanau_attention import BahdanauAttention
+from keras_attn_zoo.models.presets import resolve_preset
+
+OUTPUT_KINDS = ("maxout", "dense")
+DECAY_SCHEDULES = ("linear", "exponential", "inverse_sigmoid")
+
+BAHDANAU_PRESETS = {
+    # For tests: seconds to build and run.
+    "tiny": dict(embedding_dim=16, hidden_dim=32, attention_dim=32,
+                 output="maxout", maxout_dim=16, dropout=0.0),
+    # The seed study's sizes (embeddings 256, hidden 512, dense output); dropout
+    # added, as the study names its absence as a weakness.
+    "small": dict(embedding_dim=256, hidden_dim=512, attention_dim=512,
+                  output="dense", maxout_dim=256, dropout=0.2),
+    # The paper's RNNsearch: m = 620, n = n' = 1000, maxout l = 500, no dropout.
+    "base": dict(embedding_dim=620, hidden_dim=1000, attention_dim=1000,
+                 output="maxout", maxout_dim=500, dropout=0.0),
+}
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_zoo")
+class Maxout(keras.layers.Layer):
+    """Maxout over adjacent groups: `[..., units * pool_size] -> [..., units]`.
+
+    Output unit k is the maximum of inputs `k * pool_size ... (k + 1) *
+    pool_size - 1` (with pool_size 2: `max(x_{2k}, x_{2k+1})`, the paper's
+    `t_{i,k} = max(t̃_{i,2k-1}, t̃_{i,2k})` in 0-based indices).
+
+    Args:
+        units: number of output units `l`.
+        pool_size: inputs per output unit (paper: 2).
+
+    Example:
+    >>> Maxout(2)(keras.ops.array([[1.0, 3.0, 5.0, -1.0]]))  # [[3., 5.]]
+
+    References:
+        Goodfellow et al., "Maxout Networks", ICML 2013.
+    """
+
+    def __init__(self, units, pool_size=2, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+        self.pool_size = pool_size
+
+    def call(self, inputs):
+        if inputs.shape[-1] is not None and inputs.shape[-1] != self.units * self.pool_size:
+            raise ValueError(
+                f"Maxout({self.units}, pool_size={self.pool_size}) needs "
+                f"{self.units * self.pool_size} input features, got {inputs.shape[-1]}."
+            )
+        shape = ops.shape(inputs)
+        grouped = ops.reshape(inputs, (*shape[:-1], self.units, self.pool_size))
+        return ops.max(grouped, axis=-1)
+
+    def compute_output_shape(self, input_shape):
+        return tuple(input_shape[:-1]) + (self.units,)
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"units": self.units, "pool_size": self.pool_size})
+        return config
+
+
+def teacher_forcing_probability(step, initial, decay=None):
+    """The teacher-forcing probability p after `step` training steps.
+
+    Args:
+        step: training steps done (int).
+        initial: p at step 0.
+        decay: `None` (constant) or a dict `{"schedule", "final", "steps"}`:
+            * `"linear"`: from `initial` to `final` over `steps`, then `final`;
+            * `"exponential"`: `final + (initial - final) * exp(-5 step / steps)`
+              (under 1% of the gap is left after `steps`);
+            * `"inverse_sigmoid"` (Bengio et al. 2015's shape):
+              `final + (initial - final) / (1 + exp(10 (step / steps - 0.5)))`,
+              halfway at `steps / 2`.
+    """
+    if not decay:
+        return float(initial)
+    final, steps = float(decay["final"]), max(float(decay["steps"]), 1.0)
+    progress = max(float(step), 0.0) / steps
+    gap = float(initial) - final
+    schedule = decay["schedule"]
+    if schedule == "linear":
+        return final + gap * max(0.0, 1.0 - progress)
+    if schedule == "exponential":
+        return final + gap * math.exp(-5.0 * progress)
+    if schedule == "inverse_sigmoid":
+        exponent = min(10.0 * (progress - 0.5), 700.0)
+        return final + gap / (1.0 + math.exp(exponent))
+    raise ValueError(f"Unknown schedule {schedule!r}; choose one of {DECAY_SCHEDULES}.")
+
+
+def _offset_seed(seed, offset):
+    """Distinct seeds for the random streams of one model (None stays None)."""
+    return None if seed is None else seed + offset
+
+
+def _validate_decay(decay):
+    if decay is None:
+        return None
+    decay = dict(decay)
+    missing = {"schedule", "final", "steps"} - set(decay)
+    unknown = set(decay) - {"schedule", "final", "steps"}
+    if missing or unknown:
+        raise ValueError(
+            "teacher_forcing_decay must be a dict with exactly the keys 'schedule', "
+            f"'final', 'steps'; missing {sorted(missing)}, unknown {sorted(unknown)}."
+        )
+    if decay["schedule"] not in DECAY_SCHEDULES:
+        raise ValueError(
+            f"Unknown teacher_forcing_decay schedule {decay['schedule']!r}; choose one "
+            f"of {DECAY_SCHEDULES}."
+        )
+    if not 0.0 <= float(decay["final"]) <= 1.0:
+        raise ValueError(f"teacher_forcing_decay final={decay['final']} is not in [0, 1].")
+    if int(decay["steps"]) < 1:
+        raise ValueError(f"teacher_forcing_decay steps={decay['steps']} must be >= 1.")
+    return decay
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_zoo")
+class RNNSearchDecoder(keras.layers.Layer):
+    """The attentive GRU decoder of RNNsearch, teacher-forced or one step at a time.
+
+    Owns the target embedding, the attention, `W_s`, the GRU cell, the readout
+    and the vocabulary projection. `call` runs the whole target with
+    `keras.ops.scan`; `initial_state` + `step` run it one position at a time
+    with the same sublayers (the model's `decode_step`).
+
+    Args:
+        vocabulary_size, embedding_dim, hidden_dim, attention_dim: sizes; the
+            memory (encoder output) has `2 * hidden_dim` features.
+        output: `"maxout"` or `"dense"` (see the module docstring).
+        maxout_dim: maxout units l (the readout has 2l before pooling).
+        dropout: dropout on target embeddings and the readout.
+        normalize_attention: weight-normalised attention.
+        reset_after: GRU variant (False: the paper's).
+        scheduled_sampling: build the scheduled-sampling training path and
+            the `teacher_forcing_ratio` variable.
+        teacher_forcing_ratio: initial p of that variable.
+        seed: seed of the sampling coins and in-loop dropout masks.
+
+    Call arguments:
+        target_ids: int32 `[B, T]`, decoder inputs (BOS first, 0 = padding).
+        memory: `[B, S, 2 * hidden_dim]` encoder annotations.
+        memory_mask: boolean `[B, S]`.
+        training: Python bool.
+        return_attention: also return float32 weights `[B, T, S]`.
+
+    Example:
+    >>> decoder = RNNSearchDecoder(50, 8, 16, 16)
+    >>> logits = decoder(keras.ops.ones((2, 3), "int32"),
+    ...                  keras.random.normal((2, 5, 32)), keras.ops.ones((2, 5), "bool"))
+
+    References:
+        Bahdanau et al., ICLR 2015, appendix A.2.2.
+    """
+
+    def __init__(self, vocabulary_size, embedding_dim, hidden_dim, attention_dim,
+                 output="maxout", maxout_dim=None, dropout=0.0,
+                 normalize_attention=False, reset_after=False,
+                 scheduled_sampling=False, teacher_forcing_ratio=1.0, seed=None,
+                 **kwargs):
+        super().__init__(**kwargs)
+        if output not in OUTPUT_KINDS:
+            raise ValueError(f"output must be one of {OUTPUT_KINDS}, got {output!r}.")
+        self.vocabulary_size = vocabulary_size
+        self.embedding_dim = embedding_dim
+        self.hidden_dim = hidden_dim
+        self.attention_dim = attention_dim
+        self.output_kind = output
+        self.maxout_dim = maxout_dim if maxout_dim is not None else hidden_dim // 2
+        self.dropout = dropout
+        self.normalize_attention = normalize_attention
+        self.reset_after = reset_after
+        self.scheduled_sampling = scheduled_sampling
+        self.teacher_forcing_ratio = teacher_forcing_ratio
+        self.seed = seed
+        self.memory_dim = 2 * hidden_dim
+        policy = self.dtype_policy
+
+        self.embedding = keras.layers.Embedding(
+            vocabulary_size, embedding_dim, dtype=policy, name="target_embedding")
+        self.embedding_dropout = keras.layers.Dropout(dropout, seed=_offset_seed(seed, 1))
+        self.attention = BahdanauAttention(
+            attention_dim, normalize=normalize_attention, dtype=policy, name="attention")
+        self.initial_dense = keras.layers.Dense(
+            hidden_dim, activation="tanh", dtype=policy, name="initial_state")
+        self.cell = keras.layers.GRUCell(
+            hidden_dim, reset_after=reset_after, dtype=policy, name="gru_cell")
+        if output == "maxout":
+            self.readout_dense = keras.layers.Dense(
+                2 * self.maxout_dim, dtype=policy, name="readout")
+            self.maxout = Maxout(self.maxout_dim, 2, dtype=policy, name="maxout")
+        else:
+            self.readout_dense = None
+            self.maxout = None
+        self.readout_dropout = keras.layers.Dropout(dropout, seed=_offset_seed(seed, 2))
+        self.projection = keras.layers.Dense(
+            vocabulary_size, dtype="float32", name="logits")
+        self.seed_generator = keras.random.SeedGenerator(_offset_seed(seed, 3))
+
+    @property
+    def readout_input_dim(self):
+        return self.hidden_dim + self.memory_dim + self.embedding_dim
+
+    @property
+    def readout_dim(self):
+        return self.maxout_dim if self.output_kind == "maxout" else self.readout_input_dim
+
+    def build(self, input_shape=None):
+        if not self.embedding.built:
+            self.embedding.build()
+        self.attention.build((None, self.hidden_dim), (None, None, self.memory_dim))
+        self.initial_dense.build((None, self.hidden_dim))
+        self.cell.build((None, self.embedding_dim + self.memory_dim))
+        if self.readout_dense is not None:
+            self.readout_dense.build((None, self.readout_input_dim))
+        self.projection.build((None, self.readout_dim))
+        if self.scheduled_sampling:
+            self.teacher_forcing = self.add_weight(
+                name="teacher_forcing_ratio", shape=(), trainable=False,
+                initializer=keras.initializers.Constant(self.teacher_forcing_ratio),
+                dtype="float32",
+            )
+        self.built = True
+
+    # ---- pieces shared by teacher forcing and stepping -----------------------
+
+    def initial_state(self, memory, memory_mask):
+        """`s_0`, `U h` and the memory: everything a decoding step reads."""
+        backward_first = memory[:, 0, self.hidden_dim:]  # ←h_1
+        return {
+            "hidden": self.initial_dense(backward_first),
+            "memory": memory,
+            "keys": self.attention.precompute_keys(memory),
+            "memory_mask": memory_mask,
+            "attention": ops.zeros_like(ops.cast(memory_mask, "float32")),
+        }
+
+    def _recurrence(self, embedded_previous, hidden, memory, keys, memory_mask,
+                    training=None):
+        """Attend with `s_{i-1}`, then `s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])`."""
+        context, weights = self.attention(hidden, memory, memory_mask=memory_mask, keys=keys)
+        cell_input = ops.concatenate(
+            [embedded_previous, ops.cast(context, embedded_previous.dtype)], axis=-1)
+        new_hidden, _ = self.cell(cell_input, [hidden], training=training)
+        return new_hidden, context, weights
+
+    def _readout(self, hidden, context, embedded_previous, training=None,
+                 dropout_mask=None):
+        """Float32 logits from `[s_i; c_i; E y_{i-1}]`."""
+        features = ops.concatenate([hidden, context, embedded_previous], axis=-1)
+        if self.output_kind == "maxout":
+            features = self.maxout(self.readout_dense(features))
+        if dropout_mask is not None:
+            features = features * dropout_mask
+        else:
+            features = self.readout_dropout(features, training=training)
+        return self.projection(features)
+
+    def step(self, token, state):
+        """One position: `token` int `[B]` -> (float32 logits `[B, V]`, new state)."""
+        embedded = self.embedding(ops.cast(token, "int32"))
+        hidden, context, weights = self._recurrence(
+            embedded, state["hidden"], state["memory"], state["keys"],
+            state["memory_mask"])
+        logits = self._readout(hidden, context, embedded)
+        new_state = dict(state)
+        new_state["hidden"] = hidden
+        new_state["attention"] = weights
+        return logits, new_state
+
+    # ---- teacher forcing -------------------------------------------------------
+
+    def call(self, target_ids, memory, memory_mask, training=None,
+             return_attention=False):
+        target_ids = ops.cast(target_ids, "int32")
+        state = self.initial_state(memory, memory_mask)
+        if training and self.scheduled_sampling:
+            logits, weights = self._sampled_pass(target_ids, state)
+        else:
+            logits, weights = self._teacher_forced_pass(target_ids, state, training)
+        if return_attention:
+            return logits, weights
+        return logits
+
+    def _initial_carry(self, state):
+        return {
+            "hidden": state["hidden"],
+            "context": ops.zeros_like(state["memory"][:, 0, :]),
+            "attention": state["attention"],
+        }
+
+    def _teacher_forced_pass(self, target_ids, state, training):
+        embedded = self.embedding_dropout(self.embedding(target_ids), training=training)
+        memory, keys, mask = state["memory"], state["keys"], state["memory_mask"]
+
+        def body(carry, embedded_previous):
+            hidden, context, weights = self._recurrence(
+                embedded_previous, carry["hidden"], memory, keys, mask, training)
+            new = {"hidden": hidden, "context": context, "attention": weights}
+            return new, new
+
+        _, outputs = ops.scan(
+            body, self._initial_carry(state), ops.transpose(embedded, (1, 0, 2)))
+        hidden = ops.transpose(outputs["hidden"], (1, 0, 2))
+        context = ops.transpose(outputs["context"], (1, 0, 2))
+        weights = ops.transpose(outputs["attention"], (1, 0, 2))
+        logits = self._readout(hidden, context, embedded, training=training)
+        return logits, weights
+
+    def _sampled_pass(self, target_ids, state):
+        """Scheduled sampling: position i >= 1 reads y_{i-1} with probability p."""
+        memory, keys, mask = state["memory"], state["keys"], state["memory_mask"]
+        batch_size, length = ops.shape(target_ids)[0], ops.shape(target_ids)[1]
+        time_major = (length, batch_size)
+        coins = keras.random.uniform(time_major, seed=self.seed_generator)
+        use_gold = ops.less(coins, ops.cast(self.teacher_forcing, "float32"))
+        use_gold = ops.logical_or(use_gold, ops.equal(ops.arange(length), 0)[:, None])
+        # -1 marks "feed the previous prediction". The loop runs over time
+        # indices and reads the [T, ...] tensors itself (Keras' TF `scan` cannot
+        # check several sequences of unknown length against each other).
+        fed_gold = ops.where(use_gold, ops.transpose(target_ids), -1)
+        masks = {}
+        if self.dropout > 0:
+            ones = ops.ones((length, batch_size, self.embedding_dim), self.compute_dtype)
+            masks["embedding"] = keras.random.dropout(
+                ones, self.dropout, seed=self.seed_generator)
+            ones = ops.ones((length, batch_size, self.readout_dim), self.compute_dtype)
+            masks["readout"] = keras.random.dropout(
+                ones, self.dropout, seed=self.seed_generator)
+
+        def body(carry, position):
+            predicted = ops.cast(ops.argmax(carry["logits"], axis=-1), "int32")
+            gold = ops.take(fed_gold, position, axis=0)
+            token = ops.where(ops.greater_equal(gold, 0), gold, predicted)
+            embedded = self.embedding(token)
+            if "embedding" in masks:
+                embedded = embedded * ops.take(masks["embedding"], position, axis=0)
+            readout_mask = None
+            if "readout" in masks:
+                readout_mask = ops.take(masks["readout"], position, axis=0)
+            hidden, context, weights = self._recurrence(
+                embedded, carry["hidden"], memory, keys, mask, True)
+            logits = self._readout(hidden, context, embedded, training=True,
+                                   dropout_mask=readout_mask)
+            new = {"hidden": hidden, "context": context, "attention": weights,
+                   "logits": logits}
+            return new, new
+
+        carry = self._initial_carry(state)
+        carry["logits"] = ops.zeros((batch_size, self.vocabulary_size), "float32")
+        _, outputs = ops.scan(body, carry, ops.arange(length))
+        logits = ops.transpose(outputs["logits"], (1, 0, 2))
+        weights = ops.transpose(outputs["attention"], (1, 0, 2))
+        return logits, weights
+
+    def compute_output_spec(self, target_ids, memory, memory_mask, training=None,
+                            return_attention=False):
+        batch, length = target_ids.shape[0], target_ids.shape[1]
+        logits = keras.KerasTensor((batch, length, self.vocabulary_size), "float32")
+        if return_attention:
+            return logits, keras.KerasTensor((batch, length, memory.shape[1]), "float32")
+        return logits
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({
+            "vocabulary_size": self.vocabulary_size,
+            "embedding_dim": self.embedding_dim,
+            "hidden_dim": self.hidden_dim,
+            "attention_dim": self.attention_dim,
+            "output": self.output_kind,
+            "maxout_dim": self.maxout_dim,
+            "dropout": self.dropout,
+            "normalize_attention": self.normalize_attention,
+            "reset_after": self.reset_after,
+            "scheduled_sampling": self.scheduled_sampling,
+            "teacher_forcing_ratio": self.teacher_forcing_ratio,
+            "seed": self.seed,
+        })
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_zoo")
+class BahdanauRNN(keras.Model):
+    """RNNsearch: bidirectional GRU encoder, additive attention, GRU decoder.
+
+    Inputs `{"source_ids": int32[B, S], "target_ids": int32[B, T]}` (0 =
+    padding, `target_ids` starts with BOS); output float32 logits
+    `[B, T, vocabulary_size]`. See the module docstring for the equations and
+    the choices made.
+
+    Args:
+        vocabulary_size: joint vocabulary size.
+        embedding_dim: word embedding size m (paper 620, seed study 256).
+        hidden_dim: GRU size n of each encoder direction and of the decoder
+            (paper 1000, seed study 512).
+        attention_dim: alignment model size n' (paper 1000); None = hidden_dim.
+        output: `"maxout"` (paper) or `"dense"` (seed study).
+        maxout_dim: maxout units l (paper 500); None = hidden_dim // 2.
+        dropout: embedding and readout dropout (paper: none).
+        share_embeddings: one embedding matrix for source and target.
+        normalize_attention: weight-normalised attention (`g v / ‖v‖` + bias).
+        reset_after: Keras' cuDNN-style GRU instead of the paper's.
+        teacher_forcing_ratio: probability p of feeding the gold previous token
+            in training (1.0: plain teacher forcing; seed study best: 0.5).
+        teacher_forcing_decay: optional `{"schedule", "final", "steps"}` decay
+            of p (see `teacher_forcing_probability`), applied by the
+            `TeacherForcingSchedule` callback.
+        max_length: None (no limit) or the longest accepted sequence.
+        seed: seed of scheduled sampling and in-loop dropout.
+
+    Example:
+    >>> model = BahdanauRNN(8000, embedding_dim=256, hidden_dim=512, output="dense")
+    >>> memory = model.encode(source_ids)
+    >>> state = model.initial_state(memory, max_length=20)
+    >>> logits, state = model.decode_step(bos, 0, state)  # state["attention"]: [B, S]
+
+    References:
+        Bahdanau, Cho, Bengio, ICLR 2015 (arXiv:1409.0473).
+    """
+
+    def __init__(
+        self,
+        vocabulary_size,
+        embedding_dim=620,
+        hidden_dim=1000,
+        attention_dim=1000,
+        output="maxout",
+        maxout_dim=500,
+        dropout=0.0,
+        share_embeddings=False,
+        normalize_attention=False,
+        reset_after=False,
+        teacher_forcing_ratio=1.0,
+        teacher_forcing_decay=None,
+        max_length=None,
+        seed=None,
+        **kwargs,
+    ):
+        if output not in OUTPUT_KINDS:
+            raise ValueError(f"output must be one of {OUTPUT_KINDS}, got {output!r}.")
+        if not 0.0 <= float(teacher_forcing_ratio) <= 1.0:
+            raise ValueError(
+                f"teacher_forcing_ratio={teacher_forcing_ratio} is not a probability.")
+        teacher_forcing_decay = _validate_decay(teacher_forcing_decay)
+        attention_dim = attention_dim or hidden_dim
+        maxout_dim = maxout_dim or hidden_dim // 2
+        config = dict(
+            vocabulary_size=vocabulary_size,
+            embedding_dim=embedding_dim,
+            hidden_dim=hidden_dim,
+            attention_dim=attention_dim,
+            output=output,
+            maxout_dim=maxout_dim,
+            dropout=dropout,
+            share_embeddings=share_embeddings,
+            normalize_attention=normalize_attention,
+            reset_after=reset_after,
+            teacher_forcing_ratio=float(teacher_forcing_ratio),
+            teacher_forcing_decay=teacher_forcing_decay,
+            max_length=max_length,
+            seed=seed,
+        )
+        scheduled_sampling = teacher_forcing_ratio < 1.0 or teacher_forcing_decay is not None
+        decoder = RNNSearchDecoder(
+            vocabulary_size, embedding_dim, hidden_dim, attention_dim,
+            output=output, maxout_dim=maxout_dim, dropout=dropout,
+            normalize_attention=normalize_attention, reset_after=reset_after,
+            scheduled_sampling=scheduled_sampling,
+            teacher_forcing_ratio=float(teacher_forcing_ratio), seed=seed,
+            name="decoder",
+        )
+        if share_embeddings:
+            source_embedding = decoder.embedding
+        else:
+            source_embedding = keras.layers.Embedding(
+                vocabulary_size, embedding_dim, name="source_embedding")
+        source_dropout = keras.layers.Dropout(dropout, seed=seed, name="source_dropout")
+        encoder = keras.layers.Bidirectional(
+            keras.layers.GRU(hidden_dim, return_sequences=True, reset_after=reset_after),
+            merge_mode="concat", name="encoder",
+        )
+
+        # Functional graph (teacher forcing).
+        source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
+        target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
+        source_mask = padding_mask_from_ids(source_ids)
+        x = source_dropout(source_embedding(source_ids))
+        memory = encoder(x, mask=source_mask)
+        logits = decoder(target_ids, memory, source_mask)
+        super().__init__(
+            inputs={"source_ids": source_ids, "target_ids": target_ids},
+            outputs=logits,
+            **kwargs,
+        )
+
+        self.zoo_config = config
+        self.source_embedding = source_embedding
+        self.source_dropout = source_dropout
+        self.encoder = encoder
+        self.decoder = decoder
+
+    # ---- step protocol ----------------------------------------------------------
+
+    def check_length(self, length, what="sequence"):
+        """Raises a clear error when `length` exceeds `max_length` (None: no limit)."""
+        limit = self.zoo_config["max_length"]
+        if limit is not None and length > limit:
+            raise ValueError(
+                f"The {what} has {length} tokens but this model's max_length is "
+                f"{limit}; raise max_length (RNNsearch itself has no length limit)."
+            )
+
+    def encode(self, source_ids, training=False):
+        """Annotations `{"memory": [B, S, 2H], "memory_mask": [B, S]}`."""
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        mask = padding_mask_from_ids(source_ids)
+        x = self.source_dropout(self.source_embedding(source_ids), training=training)
+        memory = self.encoder(x, mask=mask, training=training)
+        return {"memory": memory, "memory_mask": mask}
+
+    def initial_state(self, memory, max_length=None):
+        """`s_0`, the memory and `U h` (computed once); every leaf is batch-first.
+
+        `max_length` is accepted for the protocol; the state does not grow.
+        """
+        return self.decoder.initial_state(memory["memory"], memory["memory_mask"])
+
+    def decode_step(self, token, step, state):
+        """Decodes one position from the previous `token` `[B]`.
+
+        Returns float32 logits `[B, V]` and the new state, whose `"attention"`
+        holds this step's weights `α_i` `[B, S]` (the alignment).
+        """
+        del step  # the recurrence carries position information
+        return self.decoder.step(token, state)
+
+    def attention_weights(self, source_ids, target_ids):
+        """Teacher-forced attention weights `[B, T, S]` (float32), for plots."""
+        memory = self.encode(source_ids)
+        _, weights = self.decoder(
+            ops.convert_to_tensor(target_ids, "int32"), memory["memory"],
+            memory["memory_mask"], return_attention=True)
+        return weights
+
+    # ---- scheduled sampling ---------------------------------------------------------
+
+    @property
+    def teacher_forcing_ratio(self):
+        """The current teacher-forcing probability p (1.0 without sampling)."""
+        if not self.decoder.scheduled_sampling:
+            return 1.0
+        return float(ops.convert_to_numpy(self.decoder.teacher_forcing))
+
+    def set_teacher_forcing_ratio(self, probability):
+        if not self.decoder.scheduled_sampling:
+            raise ValueError(
+                "This model was built without scheduled sampling; build it with "
+                "teacher_forcing_ratio < 1 or a teacher_forcing_decay.")
+        if not 0.0 <= float(probability) <= 1.0:
+            raise ValueError(f"{probability} is not a probability.")
+        self.decoder.teacher_forcing.assign(float(probability))
+
+    def teacher_forcing_ratio_at(self, step):
+        """p after `step` training steps, from the constructor's schedule."""
+        return teacher_forcing_probability(
+            step, self.zoo_config["teacher_forcing_ratio"],
+            self.zoo_config["teacher_forcing_decay"])
+
+    def update_teacher_forcing(self, step):
+        """Sets p to its scheduled value for `step`; returns it."""
+        probability = self.teacher_forcing_ratio_at(step)
+        if self.decoder.scheduled_sampling:
+            self.set_teacher_forcing_ratio(probability)
+        return probability
+
+    def get_config(self):
+        config = dict(self.zoo_config)
+        config["name"] = self.name
+        return config
+
+    @classmethod
+    def from_config(cls, config):
+        return cls(**config)
+
+
+class TeacherForcingSchedule(keras.callbacks.Callback):
+    """Applies a `BahdanauRNN`'s `teacher_forcing_decay` as training goes.
+
+    Works with `keras_attn_zoo.training.Trainer` (`callbacks=[...]`, through
+    `on_step_end`) and with `model.fit` (through `on_train_batch_begin`).
+    """
+
+    def on_step_end(self, trainer, step, logs=None):
+        trainer.model.update_teacher_forcing(step)
+        if logs is not None:
+            logs["teacher_forcing"] = trainer.model.teacher_forcing_ratio
+
+    def on_train_batch_begin(self, batch, logs=None):
+        step = int(ops.convert_to_numpy(self.model.optimizer.iterations))
+        self.model.update_teacher_forcing(step)
+
+
+MODEL_ARGUMENTS = frozenset(
+    list(inspect.signature(BahdanauRNN.__init__).parameters)[2:-1] + ["name"]
+)
+
+
+def bahdanau_rnn(vocabulary_size, preset="small", **overrides):
+    """Builds RNNsearch (Bahdanau et al., 2015).
+
+    Args:
+        vocabulary_size: joint vocabulary size.
+        preset: `"tiny"` (tests), `"small"` (the seed study: embeddings 256,
+            hidden 512, dense output, dropout 0.2) or `"base"` (the paper:
+            embeddings 620, hidden 1000, attention 1000, maxout 500).
+        **overrides: any `BahdanauRNN` argument, e.g. `teacher_forcing_ratio=0.5`.
+
+    Returns:
+        A `BahdanauRNN`: inputs `{"source_ids", "target_ids"}`, output float32
+        logits `[batch, target_length, vocabulary_size]`.
+
+    Example:
+    >>> model = bahdanau_rnn(8000, preset="tiny")
+    """
+    config = resolve_preset(BAHDANAU_PRESETS, preset, overrides, MODEL_ARGUMENTS)
+    config.setdefault("name", "bahdanau_rnn")
+    return BahdanauRNN(vocabulary_size, **config)
