@@ -11,7 +11,6 @@ import pathlib
 import time
 
 import keras
-import tensorflow as tf
 
 from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo.data.vocabulary import load_tokenizer

@@ -67,17 +67,38 @@ def source_lengths(source_ids, pad_id=PAD_ID):
     return tf.reduce_sum(tf.cast(tf.not_equal(source_ids, pad_id), tf.int32), axis=1)
 
 
-def max_target_lengths(source_ids, max_length_a, max_length_b):
+def model_max_decode_length(model):
+    """Most decoder positions ``model`` has (EOS included), or None if unlimited.
+
+    ``model.max_decode_length`` if the model defines it, else the zoo's model
+    config ``model.zoo_config["max_length"]`` (fixed-length models such as RAN
+    or the Random Synthesizer have no position beyond it).
+    """
+    limit = getattr(model, "max_decode_length", None)
+    if limit is None:
+        limit = (getattr(model, "zoo_config", None) or {}).get("max_length")
+    return limit
+
+
+def max_target_lengths(source_ids, max_length_a, max_length_b, max_decode_length=None):
     """Per-sentence limit ``ceil(a * source_length + b)``, int32 ``[B]``.
 
     The limit counts generated tokens *excluding* EOS: a sentence emits at most
     that many real tokens, and EOS is forced at the step right after them.
+    With ``max_decode_length`` (a model's number of decoder positions, see
+    ``model_max_decode_length``) the limit is capped at
+    ``max_decode_length - 1``, so the EOS step still has a position: a sentence
+    reaching the cap gets EOS forced there, and the caches never outgrow the
+    model.
     """
     length = tf.cast(source_lengths(source_ids), tf.float64)
     a = tf.cast(max_length_a, tf.float64)
     b = tf.cast(max_length_b, tf.float64)
     limit = tf.math.ceil(a * length + b - _CEIL_TOLERANCE)
-    return tf.maximum(tf.cast(limit, tf.int32), 0)
+    limit = tf.maximum(tf.cast(limit, tf.int32), 0)
+    if max_decode_length is not None:
+        limit = tf.minimum(limit, tf.cast(max_decode_length, tf.int32) - 1)
+    return limit
 
 
 def num_decode_steps(max_lengths):

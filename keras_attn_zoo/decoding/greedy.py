@@ -17,7 +17,8 @@ def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
         source_ids: int32 ``[B, S]``, 0 = padding.
         max_length_a, max_length_b: Python numbers or scalar tensors; sentence
             ``i`` emits at most ``ceil(a * source_length_i + b)`` tokens before
-            EOS, which is forced at that point.
+            EOS, which is forced at that point; capped for fixed-length
+            models as in ``beam_search``.
         logits_processor: optional ``fn(log_probs, step, tokens_so_far, state)
             -> log_probs`` on ``[B, V]`` float32 log-probs (see ``beam_search``).
 
@@ -30,7 +31,8 @@ def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
     """
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
-    max_lengths = common.max_target_lengths(source_ids, max_length_a, max_length_b)
+    max_lengths = common.max_target_lengths(
+        source_ids, max_length_a, max_length_b, common.model_max_decode_length(model))
     num_steps = common.num_decode_steps(max_lengths)
 
     state = model.initial_state(model.encode(source_ids), num_steps)

@@ -1,21 +1,27 @@
 """Model builders of the zoo."""
 
-from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
-from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
 from keras_attn_zoo.models.bahdanau_rnn import BahdanauRNN
 from keras_attn_zoo.models.bahdanau_rnn import bahdanau_rnn
+from keras_attn_zoo.models.baselines import hard_coded_transformer
+from keras_attn_zoo.models.baselines import synthesizer_transformer
 from keras_attn_zoo.models.eager_translator import EagerLSTMTranslator
 from keras_attn_zoo.models.eager_translator import eager_translator
 from keras_attn_zoo.models.gmm_transformer import gmm_transformer
+from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
+from keras_attn_zoo.models.ran_transformer import ran_transformer
+from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
 from keras_attn_zoo.models.transformer import transformer
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 
 MODEL_BUILDERS = {
-    "bahdanau_rnn": bahdanau_rnn,
     "transformer": transformer,
+    "bahdanau_rnn": bahdanau_rnn,
     "eager_translator": eager_translator,
     "gmm_transformer": gmm_transformer,
+    "hard_coded_transformer": hard_coded_transformer,
+    "ran_transformer": ran_transformer,
+    "synthesizer_transformer": synthesizer_transformer,
     "weighted_transformer": weighted_transformer,
 }
 

@@ -234,6 +234,11 @@ class Seq2SeqTransformer(keras.Model):
 
     # ---- step protocol ----------------------------------------------------------
 
+    @property
+    def max_decode_length(self):
+        """Decoder positions this model has (EOS included); None: unlimited."""
+        return self.zoo_config["max_length"]
+
     def check_length(self, length, what="sequence"):
         """Raises a clear error when `length` exceeds `max_length` (Python ints)."""
         limit = self.zoo_config["max_length"]

@@ -16,7 +16,6 @@ checkpoint usable.
 
 import dataclasses
 import math
-import os
 import shutil
 import tempfile
 import time

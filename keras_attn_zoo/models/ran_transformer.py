@@ -1,0 +1,173 @@
+"""`ran_transformer(...)`: the Transformer with Recurrent Attention (RAN).
+
+Registers the attention kind "recurrent" (self-attention slots only: the
+paper keeps dot-product cross-attention) with its stack layer, so any
+`Seq2SeqTransformer` can use it, e.g.
+`Seq2SeqTransformer(..., decoder_self_attention="recurrent", max_length=256)`.
+
+Kind options go under `attention_options["recurrent"]` (see
+`RAN_OPTION_DEFAULTS`).
+"""
+
+from keras_attn_zoo.layers.recurrent_attention import RecurrentAttention
+from keras_attn_zoo.layers.recurrent_attention import RecurrentAttentionMatrices
+from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
+from keras_attn_zoo.models.presets import resolve_preset
+from keras_attn_zoo.models.seq2seq_transformer import CROSS
+from keras_attn_zoo.models.seq2seq_transformer import ENCODER_SELF
+from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
+from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
+from keras_attn_zoo.models.transformer import MODEL_ARGUMENTS
+
+RAN_KIND = "recurrent"
+RAN_OPTION_DEFAULTS = {
+    "dropout": 0.2,  # the paper's attention dropout for RAN (not En-Fr)
+    "transition": "paper",  # or "ffn", the public code's default
+    "trainable_initial": True,  # False: the paper's fixed-A0 ablation
+    "initial_initializer": "glorot_uniform",
+    "transition_initializer": "glorot_uniform",
+}
+APPLY_TO = {
+    "encoder": ("recurrent", "multi_head"),  # RAN-E
+    "decoder": ("multi_head", "recurrent"),  # RAN-D, the paper's best single change
+    "all": ("recurrent", "recurrent"),  # RAN-ALL
+}
+
+
+def attention_kind_options(config, kind, defaults):
+    """`defaults` updated with `config["attention_options"][kind]`.
+
+    Unknown option names are a `TypeError` that lists the valid ones.
+    """
+    given = dict((config.get("attention_options") or {}).get(kind) or {})
+    unknown = sorted(set(given) - set(defaults))
+    if unknown:
+        raise TypeError(
+            f"Unknown {kind!r} attention option(s) {unknown}; valid ones are "
+            f"{sorted(defaults)}."
+        )
+    return {**defaults, **given}
+
+
+def require_self_attention_slot(kind, slot):
+    if slot == CROSS:
+        raise ValueError(
+            f"The {kind!r} attention kind replaces self-attention only; use a "
+            "dot-product kind (e.g. 'multi_head') for cross-attention."
+        )
+
+
+def _make_recurrent(slot, layer_index, config):
+    require_self_attention_slot(RAN_KIND, slot)
+    options = attention_kind_options(config, RAN_KIND, RAN_OPTION_DEFAULTS)
+    return RecurrentAttention(
+        num_heads=config["num_heads"],
+        key_dim=config["model_dim"] // config["num_heads"],
+        dropout=options["dropout"],
+        name=f"{slot}_recurrent_attention_{layer_index}",
+    )
+
+
+def _make_recurrent_stack(slot, config):
+    require_self_attention_slot(RAN_KIND, slot)
+    options = attention_kind_options(config, RAN_KIND, RAN_OPTION_DEFAULTS)
+    depth = config["num_encoder_layers" if slot == ENCODER_SELF else "num_decoder_layers"]
+    return RecurrentAttentionMatrices(
+        num_heads=config["num_heads"],
+        max_length=config["max_length"],
+        num_layers=depth,
+        transition=options["transition"],
+        trainable_initial=options["trainable_initial"],
+        initial_initializer=options["initial_initializer"],
+        transition_initializer=options["transition_initializer"],
+        name=f"{slot}_recurrent_matrices",
+    )
+
+
+register_attention_kind(RAN_KIND, _make_recurrent, make_stack=_make_recurrent_stack)
+
+
+def with_kind_options(overrides, kind, options):
+    """Copies `overrides` with `options` as the defaults of `attention_options[kind]`."""
+    overrides = dict(overrides)
+    attention_options = dict(overrides.pop("attention_options", None) or {})
+    attention_options[kind] = {**options, **(attention_options.get(kind) or {})}
+    overrides["attention_options"] = attention_options
+    return overrides
+
+
+def reject_slot_overrides(builder, overrides, hint):
+    fixed = sorted({"encoder_self_attention", "decoder_self_attention"} & set(overrides))
+    if fixed:
+        raise TypeError(f"{builder}() sets {fixed} itself; {hint}.")
+
+
+def ran_transformer(
+    vocabulary_size,
+    preset="small",
+    apply_to="decoder",
+    max_length=256,
+    transition="paper",
+    trainable_initial=True,
+    ran_dropout=0.2,
+    **overrides,
+):
+    """Builds a Transformer whose self-attention is Recurrent Attention.
+
+    RAN replaces dot-product self-attention by learned Initial Attention
+    Matrices `A0` `(h, n, n)` refined layer by layer by one Recurrent
+    Transition shared by all heads and layers of a stack; each layer keeps only
+    value and output projections. Cross-attention stays dot-product.
+
+    Args:
+        vocabulary_size: joint vocabulary size.
+        preset: "tiny", "small", "base" or "big" (see `models.presets`).
+        apply_to: "encoder" (RAN-E), "decoder" (RAN-D, default: the paper's
+            best single change) or "all" (RAN-ALL).
+        max_length: `n`, the size of the attention matrices and the longest
+            source/target the model accepts (paper: 256). Longer inputs are a
+            clear error, and decoding caps each sentence at `max_length`
+            decoder positions (the last one forced to EOS).
+        transition: "paper" (`A_l = A_{l-1} + LN(tanh(A_{l-1} W + b))`) or
+            "ffn" (the public code's `n -> 4n -> n` ReLU FFN, no LayerNorm).
+        trainable_initial: learn `A0` (default) or keep it fixed (ablation).
+        ran_dropout: attention dropout of the RAN layers (paper: 0.2); the
+            model's `attention_dropout` still applies to dot-product layers.
+        **overrides: any `Seq2SeqTransformer` argument (not the self-attention
+            kinds, which `apply_to` sets); `attention_options={"recurrent":
+            {...}}` overrides any of `RAN_OPTION_DEFAULTS`.
+
+    Returns:
+        A `Seq2SeqTransformer`.
+
+    Example:
+    >>> model = ran_transformer(8000, preset="tiny", apply_to="all", max_length=64)
+
+    References:
+        Zeng et al., "Recurrent Attention for Neural Machine Translation",
+        EMNLP 2021.
+    """
+    if apply_to not in APPLY_TO:
+        raise ValueError(
+            f"Unknown apply_to={apply_to!r}; choose one of {sorted(APPLY_TO)}."
+        )
+    reject_slot_overrides("ran_transformer", overrides, "choose them with apply_to")
+    encoder_kind, decoder_kind = APPLY_TO[apply_to]
+    overrides = with_kind_options(
+        overrides,
+        RAN_KIND,
+        {
+            **RAN_OPTION_DEFAULTS,
+            "dropout": ran_dropout,
+            "transition": transition,
+            "trainable_initial": trainable_initial,
+        },
+    )
+    overrides.update(
+        encoder_self_attention=encoder_kind,
+        decoder_self_attention=decoder_kind,
+        max_length=max_length,
+    )
+    config = resolve_preset(TRANSFORMER_PRESETS, preset, overrides, MODEL_ARGUMENTS)
+    config.setdefault("name", f"ran_transformer_{apply_to}")
+    return Seq2SeqTransformer(vocabulary_size, **config)
