@@ -16,10 +16,7 @@ A killed run restarted with the same command resumes from its last checkpoint.
 
 import argparse
 import json
-import os
-import pathlib
 import sys
-import time
 
 
 
