@@ -18,8 +18,6 @@ import argparse
 import json
 import sys
 
-
-
 from keras_attn_zoo.workflow import training_run
 
 
