@@ -21,6 +21,7 @@ from keras_attn_zoo.models import build_model
 from keras_attn_zoo.training import InverseSquareRootSchedule
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training import select_strategy
+from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.strategy import is_chief
 
 MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
@@ -127,6 +128,9 @@ def training_run(args):
         checkpoint_dir=str(output_dir / "checkpoints"),
         log_dir=str(log_dir),
         checkpoint_every=args.checkpoint_every,
+        callbacks=[] if getattr(args, "no_monitoring", False) else default_callbacks(
+            model, tokenizer, corpus.valid, every=getattr(args, "eval_every", 500),
+            beam_size=args.beam_size, length_penalty=args.length_penalty),
     )
     budget = None if args.time_budget_minutes is None else args.time_budget_minutes * 60
     summary = trainer.train(

@@ -66,6 +66,12 @@ def parse_args(argv=None):
     p.add_argument("--eval-limit", type=int,
                    help="evaluate on the first N test pairs only (smoke runs)")
     p.add_argument("--checkpoint-every", type=int, default=500)
+    p.add_argument("--eval-every", type=int, default=500,
+                   help="steps between TensorBoard dev BLEU/chrF, translations and "
+                        "attention images")
+    p.add_argument("--no-monitoring", action="store_true",
+                   help="no dev evaluation, attention images, gate or kappa/alpha "
+                        "summaries during training (the loss scalars stay)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-export", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

@@ -1,5 +1,6 @@
 """Losses, schedules, strategy selection and the training loop."""
 
+from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.losses import LabelSmoothedCrossEntropy
 from keras_attn_zoo.training.losses import token_loss_sum
 from keras_attn_zoo.training.schedules import InverseSquareRootSchedule

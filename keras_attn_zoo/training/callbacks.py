@@ -1,0 +1,476 @@
+"""TensorBoard monitoring while training: dev BLEU, attention images, gates, κ/α.
+
+Callbacks for `keras_attn_zoo.training.Trainer` (objects with
+`on_step_end(trainer, step, logs)`). They write to `trainer.writer` (the
+Trainer's TensorBoard writer, which also holds its loss, perplexity, token
+accuracy, learning rate and target tokens/s scalars) and run only on the chief
+worker: elsewhere they return at once, so no worker pays for them.
+
+`default_callbacks(model, tokenizer, valid_pairs, every=500)` is what
+`recipes/train_wmt.py` installs. TensorBoard tags written:
+
+================================  =========  ===============================================
+tag                               kind       what
+================================  =========  ===============================================
+``dev/bleu``, ``dev/chrf``        scalar     sacreBLEU on the first `bleu_sentences` dev
+                                             pairs, translated with the exported beam search
+                                             (`Translator.translate_texts`)
+``dev/translations``              text       a markdown table: source, reference, translation
+``attention/cross/sentence_K``    image      teacher-forced cross-attention of fixed dev
+                                             sentence K: one panel per decoder layer (rows)
+                                             and head (columns); RNNsearch: its alignment
+``attention/ran/<slot>``          image      RAN models: each layer's softmax(A_l) (rows:
+                                             layers, columns: heads), input independent
+``gmm/gate/layer_L``              histogram  GMM models: gate values g of decoder layer L
+                                             over every head and real target position of
+                                             the first `gate_sentences` dev pairs
+``gmm/gate_mean/layer_L``         scalar     their mean
+``weighted/<layer>/kappa``,       histogram  Weighted Transformer: κ and α of each branched
+``weighted/<layer>/alpha``                   layer
+``weighted/<layer>/kappa_I``,     scalar     the same per branch I, so trajectories show
+``weighted/<layer>/alpha_I``
+================================  =========  ===============================================
+
+Every `every` steps (κ/α: every `trainer.log_every` steps). Images need
+matplotlib (the `dev` extra); without it they are skipped with one warning.
+A monitor that fails (for instance a dev sentence a fixed-length model cannot
+take) logs the error once and switches itself off: monitoring never ends a
+training run, unless `raise_errors=True` (tests).
+"""
+
+import logging
+import warnings
+
+import numpy as np
+import tensorflow as tf
+
+from keras_attn_zoo.data.vocabulary import BOS_ID
+from keras_attn_zoo.data.vocabulary import EOS_ID
+
+logger = logging.getLogger(__name__)
+
+
+# ---- shared helpers -------------------------------------------------------------------
+
+
+def sentencepiece_processor(tokenizer):
+    """A `sentencepiece.SentencePieceProcessor` from a keras-hub tokenizer, path or bytes."""
+    import sentencepiece
+
+    if isinstance(tokenizer, sentencepiece.SentencePieceProcessor):
+        return tokenizer
+    if isinstance(tokenizer, bytes):
+        proto = tokenizer
+    elif hasattr(tokenizer, "proto"):
+        proto = bytes(tokenizer.proto)
+    else:
+        with open(tokenizer, "rb") as handle:
+            proto = handle.read()
+    return sentencepiece.SentencePieceProcessor(model_proto=proto)
+
+
+def teacher_forcing_batch(processor, pairs):
+    """Source ids (pieces + EOS), decoder inputs (BOS + pieces) and the pieces.
+
+    Returns:
+        `(source_ids [B, S], target_ids [B, T], source_pieces, target_pieces)`:
+        int32 0-padded arrays and per-sentence piece lists (source with
+        "</s>" appended; target without EOS), row `t` of the attention
+        belonging to target piece `t`.
+    """
+    sources = [processor.encode_as_ids(s) + [EOS_ID] for s, _ in pairs]
+    targets = [[BOS_ID] + processor.encode_as_ids(t) for _, t in pairs]
+    source_pieces = [[processor.id_to_piece(i) for i in ids[:-1]] + ["</s>"]
+                     for ids in sources]
+    target_pieces = [[processor.id_to_piece(i) for i in ids[1:]] for ids in targets]
+
+    def pad(rows):
+        width = max([len(r) for r in rows] + [1])
+        return np.array([r + [0] * (width - len(r)) for r in rows], "int32")
+
+    return pad(sources), pad(targets), source_pieces, target_pieces
+
+
+def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6):
+    """`texts -> translations` with the zoo's shared search for any model.
+
+    Transformer-family models and RNNsearch use `keras_attn_zoo.export.
+    Translator` (the exported graph); the eager translator, whose vocabulary
+    has three extra ids, its beam search with the eager decoding rules.
+    """
+    if hasattr(model, "special_ids"):  # EagerLSTMTranslator
+        from keras_attn_zoo.decoding.eager_processor import eager_translate
+
+        processor = sentencepiece_processor(tokenizer)
+
+        def translate_eager(texts, batch_size=32):
+            output = []
+            for start in range(0, len(texts), batch_size):
+                chunk = texts[start:start + batch_size]
+                ids, _, _, _ = teacher_forcing_batch(processor, [(t, "") for t in chunk])
+                rows = eager_translate(model, tf.constant(ids), beam_size=beam_size,
+                                       length_penalty=length_penalty)
+                output += [processor.decode_ids([i for i in row
+                                                 if i < processor.get_piece_size()])
+                           for row in rows]
+            return output
+
+        return translate_eager
+
+    from keras_attn_zoo.export import Translator
+
+    translator = Translator(model, tokenizer, beam_size=beam_size,
+                            length_penalty=length_penalty)
+
+    def translate(texts, batch_size=32):
+        return translator.translate_texts(list(texts), batch_size=batch_size)
+
+    translate.translator = translator
+    return translate
+
+
+def fits_model(model, processor, pairs):
+    """The pairs whose source (+EOS) and target (+BOS) fit the model's `max_length`."""
+    limit = getattr(model, "zoo_config", {}).get("max_length")
+    if limit is None:
+        return list(pairs)
+    return [(s, t) for s, t in pairs
+            if len(processor.encode_as_ids(s)) + 1 <= limit
+            and len(processor.encode_as_ids(t)) + 1 <= limit]
+
+
+def _markdown_cell(text):
+    return str(text).replace("|", "\\|").replace("\n", " ")
+
+
+def translation_table(sources, references, translations):
+    """A markdown table (TensorBoard renders it in the Text tab)."""
+    lines = ["| # | source | reference | translation |", "|---|---|---|---|"]
+    for number, row in enumerate(zip(sources, references, translations), start=1):
+        lines.append(f"| {number} | " + " | ".join(_markdown_cell(c) for c in row) + " |")
+    return "\n".join(lines)
+
+
+def _require_matplotlib():
+    try:
+        from matplotlib.backends.backend_agg import FigureCanvasAgg
+        from matplotlib.figure import Figure
+    except ImportError:
+        return None
+    return Figure, FigureCanvasAgg
+
+
+def heatmap_grid_image(weights, row_names, column_names, x_labels=None, y_labels=None,
+                       title=None, dpi=72):
+    """Renders `[rows, columns, T, S]` heat maps as one RGB uint8 image `[H, W, 3]`.
+
+    Returns None when matplotlib is missing.
+    """
+    classes = _require_matplotlib()
+    if classes is None:
+        return None
+    Figure, FigureCanvasAgg = classes
+    weights = np.nan_to_num(np.asarray(weights, np.float32))
+    rows, columns, height, width = weights.shape
+    cell = 0.16
+    panel_w = min(max(1.6, cell * width + 0.9), 8.0)
+    panel_h = min(max(1.4, cell * height + 0.7), 8.0)
+    figure = Figure(figsize=(panel_w * columns + 0.4, panel_h * rows + 0.6), dpi=dpi)
+    canvas = FigureCanvasAgg(figure)
+    for r in range(rows):
+        for c in range(columns):
+            axes = figure.add_subplot(rows, columns, r * columns + c + 1)
+            axes.imshow(weights[r, c], cmap="Greys", vmin=0.0,
+                        vmax=max(float(weights[r, c].max(initial=0.0)), 1e-6),
+                        aspect="auto", interpolation="nearest")
+            axes.set_title(f"{row_names[r]} {column_names[c]}", fontsize=7)
+            if x_labels is not None and len(x_labels) <= 40:
+                axes.set_xticks(range(len(x_labels)))
+                axes.set_xticklabels(x_labels, rotation=90, fontsize=6)
+            else:
+                axes.tick_params(labelsize=6)
+            if y_labels is not None and len(y_labels) <= 40 and c == 0:
+                axes.set_yticks(range(len(y_labels)))
+                axes.set_yticklabels(y_labels, fontsize=6)
+            elif c:
+                axes.set_yticks([])
+    if title:
+        figure.suptitle(title, fontsize=8)
+    figure.tight_layout()
+    canvas.draw()
+    return np.asarray(canvas.buffer_rgba())[..., :3].copy()
+
+
+class _Monitor:
+    """Base: runs `_write(trainer, step, logs)` every `every` steps on the chief."""
+
+    name = "monitor"
+
+    def __init__(self, every, raise_errors=False):
+        self.every = every
+        self.raise_errors = raise_errors
+        self.enabled = True
+
+    def _due(self, trainer, step):
+        every = self.every or getattr(trainer, "log_every", 1) or 1
+        return (self.enabled and step % every == 0
+                and getattr(trainer, "is_chief", True))
+
+    def on_step_end(self, trainer, step, logs):
+        if not self._due(trainer, step):
+            return
+        try:
+            self._write(trainer, step, logs if logs is not None else {})
+        except Exception as error:  # noqa: BLE001 - monitoring must not end training
+            if self.raise_errors:
+                raise
+            self.enabled = False
+            logger.warning("%s failed at step %d and is switched off (training goes on): "
+                           "%s: %s", self.name, step, type(error).__name__, error)
+            warnings.warn(f"{self.name} failed at step {step} and is switched off: "
+                          f"{type(error).__name__}: {error}")
+
+    def _write(self, trainer, step, logs):
+        raise NotImplementedError
+
+
+# ---- the monitors -----------------------------------------------------------------------
+
+
+class DevTranslationMonitor(_Monitor):
+    """`dev/bleu`, `dev/chrf` (scalars) and `dev/translations` (text).
+
+    Args:
+        model, tokenizer: the model being trained and its SentencePiece vocabulary.
+        pairs: dev `(source, reference)` pairs; the first `max_sentences`
+            that fit the model are translated.
+        every: steps between evaluations.
+        max_sentences: dev subset size for BLEU/chrF.
+        num_examples: translations shown in the text table.
+        beam_size, length_penalty: the search (as exported).
+    """
+
+    name = "DevTranslationMonitor"
+
+    def __init__(self, model, tokenizer, pairs, every=500, max_sentences=100,
+                 num_examples=5, beam_size=4, length_penalty=0.6, raise_errors=False):
+        super().__init__(every, raise_errors)
+        self.model = model
+        self.tokenizer = tokenizer
+        processor = sentencepiece_processor(tokenizer)
+        self.pairs = fits_model(model, processor, list(pairs)[:4 * max_sentences])[
+            :max_sentences]
+        self.num_examples = num_examples
+        self.beam_size = beam_size
+        self.length_penalty = length_penalty
+        self._translate = None
+        self.history = []
+
+    def _write(self, trainer, step, logs):
+        from keras_attn_zoo.evaluation.scores import corpus_scores
+
+        if not self.pairs:
+            return
+        if self._translate is None:
+            self._translate = text_translator(self.model, self.tokenizer, self.beam_size,
+                                              self.length_penalty)
+        sources = [s for s, _ in self.pairs]
+        references = [t for _, t in self.pairs]
+        translations = self._translate(sources)
+        scores = corpus_scores(translations, references)
+        shown = slice(0, self.num_examples)
+        with trainer.writer.as_default(step=step):
+            tf.summary.scalar("dev/bleu", scores["bleu"])
+            tf.summary.scalar("dev/chrf", scores["chrf"])
+            tf.summary.text("dev/translations", translation_table(
+                sources[shown], references[shown], translations[shown]))
+        trainer.writer.flush()
+        logs["dev_bleu"] = scores["bleu"]
+        logs["dev_chrf"] = scores["chrf"]
+        self.history.append((step, scores["bleu"], scores["chrf"]))
+
+
+class AttentionMonitor(_Monitor):
+    """Attention heat maps of fixed dev sentences, RAN matrices and GMM gates.
+
+    Args:
+        model, tokenizer: the model being trained and its vocabulary.
+        pairs: dev pairs; the first `num_sentences` with at most `max_pieces`
+            pieces per side (and fitting the model) are drawn, teacher forced on
+            their references.
+        every: steps between refreshes.
+        gate_sentences: dev pairs whose gate values fill the GMM histograms.
+        ran_size: positions of the RAN matrices drawn.
+    """
+
+    name = "AttentionMonitor"
+
+    def __init__(self, model, tokenizer, pairs, every=500, num_sentences=3, max_pieces=30,
+                 gate_sentences=32, ran_size=24, raise_errors=False):
+        super().__init__(every, raise_errors)
+        self.model = model
+        pairs = list(pairs or [])
+        self.processor = sentencepiece_processor(tokenizer) if pairs else None
+        # Only as many dev pairs are tokenized as are needed.
+        self.gate_pairs = fits_model(model, self.processor, pairs[:4 * gate_sentences])[
+            :gate_sentences] if pairs else []
+        self.pairs = []
+        for source, target in pairs:
+            if len(self.pairs) >= num_sentences:
+                break
+            if (len(self.processor.encode_as_ids(source)) < max_pieces
+                    and len(self.processor.encode_as_ids(target)) < max_pieces
+                    and fits_model(model, self.processor, [(source, target)])):
+                self.pairs.append((source, target))
+        self.ran_size = ran_size
+        self._warned = False
+
+    def _image(self, tag, image):
+        if image is None:
+            if not self._warned:
+                warnings.warn("matplotlib is not installed: attention images are skipped "
+                              "(pip install matplotlib).")
+                self._warned = True
+            return
+        tf.summary.image(tag, image[None])
+
+    def _write(self, trainer, step, logs):
+        from keras_attn_zoo.evaluation.attention import attention_maps
+        from keras_attn_zoo.evaluation.attention import ran_matrices
+
+        model = self.model
+        with trainer.writer.as_default(step=step):
+            if self.pairs:
+                source, target, source_pieces, target_pieces = teacher_forcing_batch(
+                    self.processor, self.pairs)
+                maps = attention_maps(model, source, target)
+                if maps is not None:
+                    cross = maps["cross"]  # [L, B, h, T, S]
+                    for k, (src, tgt) in enumerate(zip(source_pieces, target_pieces)):
+                        grid = cross[:, k, :, :len(tgt), :len(src)]
+                        self._image(f"attention/cross/sentence_{k}", heatmap_grid_image(
+                            grid, [f"layer {l}" for l in range(grid.shape[0])],
+                            [f"head {h}" for h in range(grid.shape[1])],
+                            x_labels=src, y_labels=tgt,
+                            title=f"step {step}: {self.pairs[k][0][:80]}"))
+            for slot, weights in ran_matrices(model, self.ran_size).items():
+                self._image(f"attention/ran/{slot}", heatmap_grid_image(
+                    weights, [f"layer {l}" for l in range(weights.shape[0])],
+                    [f"head {h}" for h in range(weights.shape[1])],
+                    title=f"step {step}: RAN {slot} softmax(A_l), first {self.ran_size} "
+                          "positions"))
+            self._write_gates()
+        trainer.writer.flush()
+
+    def _write_gates(self):
+        from keras_attn_zoo.evaluation.attention import GMM_KEYS
+        from keras_attn_zoo.evaluation.attention import attention_maps
+
+        if not self.gate_pairs or not _has_gmm(self.model):
+            return
+        source, target, _, target_pieces = teacher_forcing_batch(self.processor,
+                                                                 self.gate_pairs)
+        maps = attention_maps(self.model, source, target)
+        if maps is None or GMM_KEYS[-1] not in maps:
+            return
+        gate = maps["gmm_gate"]  # [L, B, h, T]
+        layers, batch, _, rows = gate.shape
+        real = np.zeros((batch, rows), bool)
+        for b, pieces in enumerate(target_pieces):
+            real[b, :len(pieces) + 1] = True  # the EOS-predicting row is real too
+        for layer in range(layers):
+            values = np.transpose(gate[layer], (0, 2, 1))[real]  # [rows, h]
+            if np.isnan(values).all():
+                continue  # a decoder layer without a mixture
+            tf.summary.histogram(f"gmm/gate/layer_{layer}", values.reshape(-1))
+            tf.summary.scalar(f"gmm/gate_mean/layer_{layer}", float(values.mean()))
+
+
+def _has_gmm(model):
+    from keras_attn_zoo.layers.gaussian_mixture_cross_attention import (
+        GaussianMixtureCrossAttention,
+    )
+
+    return any(isinstance(getattr(block, "cross_attention", None),
+                          GaussianMixtureCrossAttention)
+               for block in getattr(model, "decoder_blocks", []))
+
+
+class BranchWeightMonitor(_Monitor):
+    """κ and α of the Weighted Transformer's branched layers: histograms and scalars.
+
+    Args:
+        model: the model being trained.
+        every: steps between writes (None: the trainer's `log_every`).
+    """
+
+    name = "BranchWeightMonitor"
+
+    def __init__(self, model, every=None, raise_errors=False):
+        super().__init__(every, raise_errors)
+        self.model = model
+
+    def _write(self, trainer, step, logs):
+        from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
+
+        weights = weighted_branch_weights(self.model)
+        with trainer.writer.as_default(step=step):
+            for layer, values in weights.items():
+                for name in ("kappa", "alpha"):
+                    vector = np.asarray(values[name], np.float32)
+                    tf.summary.histogram(f"weighted/{layer}/{name}", vector)
+                    for index, value in enumerate(vector):
+                        tf.summary.scalar(f"weighted/{layer}/{name}_{index}", float(value))
+
+
+def _has_branches(model):
+    from keras_attn_zoo.models.weighted_transformer import branched_layers
+
+    return bool(branched_layers(model))
+
+
+def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=100,
+                      num_examples=5, num_attention_sentences=3, beam_size=4,
+                      length_penalty=0.6, raise_errors=False):
+    """The monitors `recipes/train_wmt.py` installs (see the module docstring).
+
+    Args:
+        model: the model being trained.
+        tokenizer: its SentencePiece vocabulary (keras-hub tokenizer, path or bytes).
+        valid_pairs: dev `(source, reference)` pairs (may be empty: then only
+            κ/α and RAN matrices are written).
+        every: steps between dev evaluations and attention images.
+        bleu_sentences: dev pairs translated for BLEU/chrF.
+        num_examples: translations in the text table.
+        num_attention_sentences: fixed dev sentences drawn as heat maps.
+        beam_size, length_penalty: the search used for dev BLEU.
+        raise_errors: let a failing monitor raise (tests) instead of switching off.
+
+    Returns:
+        A list of callback objects for `Trainer(callbacks=...)`.
+    """
+    valid_pairs = list(valid_pairs or [])
+    callbacks = []
+    if valid_pairs:
+        callbacks.append(DevTranslationMonitor(
+            model, tokenizer, valid_pairs, every=every, max_sentences=bleu_sentences,
+            num_examples=num_examples, beam_size=beam_size, length_penalty=length_penalty,
+            raise_errors=raise_errors))
+    callbacks.append(AttentionMonitor(
+        model, tokenizer, valid_pairs, every=every, num_sentences=num_attention_sentences,
+        raise_errors=raise_errors))
+    if _has_branches(model):
+        callbacks.append(BranchWeightMonitor(model, raise_errors=raise_errors))
+    return callbacks
+
+
+__all__ = [
+    "AttentionMonitor",
+    "BranchWeightMonitor",
+    "DevTranslationMonitor",
+    "default_callbacks",
+    "heatmap_grid_image",
+    "teacher_forcing_batch",
+    "text_translator",
+    "translation_table",
+]
