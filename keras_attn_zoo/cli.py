@@ -1,0 +1,235 @@
+"""Command line of keras-attn-zoo (console script ``keras-attn-zoo``).
+
+    keras-attn-zoo translate --model saved_models/NAME[/VERSION] [--beam 4]
+        [--length-penalty 0.6] [--input FILE] [--output FILE] [--batch-size 32]
+
+``translate`` reads UTF-8 lines from ``--input`` (default stdin) and writes exactly one
+line per input line, in order, to ``--output`` (default stdout); an empty or
+whitespace-only line gives an empty line. Given a model's base directory it loads the
+newest version. The model is loaded with ``tf.saved_model.load`` only: any exported
+zoo model works, and this package's model code is not imported.
+
+Input policy: the whole input is read and checked before anything is translated; a
+line that is not valid UTF-8 is an error naming the line number and byte offset
+(exit code 2, nothing written), so a file is never half translated. (The exported
+graph itself replaces invalid bytes by U+FFFD instead; the CLI is stricter because
+a wrong encoding of a whole file is the usual cause.) Over-long lines (more tokens
+than the model's ``max_input_length``) are also an error with exit code 2.
+
+Subcommands are argparse subparsers; ``serve`` is planned next to ``translate``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import pathlib
+import sys
+
+EXIT_USAGE = 2
+
+
+class InputError(Exception):
+    """Bad input (undecodable or over-long line): exit code 2."""
+
+
+def read_lines(data: bytes, source_name: str = "<stdin>") -> list[str]:
+    """Splits ``data`` into lines (``\\n`` or ``\\r\\n``), decoding each as UTF-8.
+
+    Raises:
+        InputError: naming the first line that is not valid UTF-8.
+    """
+    if not data:
+        return []
+    raw_lines = data.split(b"\n")
+    if raw_lines[-1] == b"":  # the final newline ends the last line
+        raw_lines.pop()
+    lines = []
+    for number, raw in enumerate(raw_lines, start=1):
+        if raw.endswith(b"\r"):
+            raw = raw[:-1]
+        try:
+            lines.append(raw.decode("utf-8"))
+        except UnicodeDecodeError as error:
+            raise InputError(
+                f"{source_name}: line {number} is not valid UTF-8 "
+                f"(byte 0x{raw[error.start]:02x} at offset {error.start}); "
+                "convert the input to UTF-8, e.g. with iconv."
+            ) from None
+    return lines
+
+
+def resolve_model_dir(path) -> pathlib.Path:
+    """A version directory, or the newest complete version under a base directory."""
+    path = pathlib.Path(path)
+    if (path / "saved_model.pb").is_file():
+        return path
+    versions = []
+    if path.is_dir():
+        versions = sorted((int(child.name) for child in path.iterdir()
+                           if child.is_dir() and child.name.isdigit()), reverse=True)
+    for version in versions:
+        if (path / str(version) / "saved_model.pb").is_file():
+            return path / str(version)
+    raise FileNotFoundError(
+        f"No SavedModel in {path}: expected saved_model.pb there or in an integer "
+        "version directory below it (e.g. saved_models/NAME/1).")
+
+
+def load_model_card(model_dir: pathlib.Path) -> dict:
+    card_path = model_dir / "model_card.json"
+    if card_path.is_file():
+        return json.loads(card_path.read_text(encoding="utf-8"))
+    return {}
+
+
+def translate_lines(signature, lines, *, beam_size, length_penalty, max_length_a,
+                    max_length_b, batch_size=32, progress=None):
+    """Translates ``lines`` with a ``translate_with_options`` signature, in input order.
+
+    Sentences are sorted by length so each batch holds similar lengths.
+    """
+    import tensorflow as tf
+
+    options = dict(
+        beam_size=tf.constant(beam_size, tf.int32),
+        length_penalty=tf.constant(length_penalty, tf.float32),
+        max_length_a=tf.constant(max_length_a, tf.float32),
+        max_length_b=tf.constant(max_length_b, tf.float32),
+    )
+    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
+    translations = [""] * len(lines)
+    for start in range(0, len(order), batch_size):
+        chunk = order[start:start + batch_size]
+        text = tf.constant([lines[i].encode("utf-8") for i in chunk], tf.string)
+        try:
+            result = signature(text=text, **options)
+        except tf.errors.InvalidArgumentError as error:
+            message = error.message.splitlines()[0] if error.message else str(error)
+            if "Input too long" in message:
+                # The graph names the sentence within the batch; map it to the line.
+                raise InputError(_name_long_line(message, chunk)) from None
+            raise
+        for i, translated in zip(chunk, result["translation"].numpy()):
+            # One output line per input line, whatever the model emits.
+            text_out = translated.decode("utf-8", errors="replace")
+            translations[i] = " ".join(text_out.splitlines())
+        if progress is not None:
+            progress.update(len(chunk))
+    return translations
+
+
+def _name_long_line(message, chunk):
+    import re
+
+    match = re.search(r"sentence (\d+) has (\d+) tokens.*max_input_length=(\d+)", message)
+    if not match:
+        return message
+    index, length, limit = (int(group) for group in match.groups())
+    line = chunk[index] + 1 if index < len(chunk) else "?"
+    return (f"line {line} is too long: {length} tokens (pieces + EOS), the model "
+            f"accepts at most {limit}; split it (inputs are never truncated).")
+
+
+def _translate_command(args) -> int:
+    if args.batch_size < 1:
+        print("error: --batch-size must be >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    if args.beam < 1:
+        print("error: --beam must be >= 1", file=sys.stderr)
+        return EXIT_USAGE
+    try:
+        model_dir = resolve_model_dir(args.model)
+    except FileNotFoundError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    # Read and check the whole input before loading TensorFlow.
+    if args.input is None or args.input == "-":
+        data, source_name = sys.stdin.buffer.read(), "<stdin>"
+    else:
+        data, source_name = pathlib.Path(args.input).read_bytes(), args.input
+    try:
+        lines = read_lines(data, source_name)
+    except InputError as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    card = load_model_card(model_dir)
+    defaults = card.get("defaults", {})
+    loaded = tf.saved_model.load(str(model_dir))
+    signature = loaded.signatures["translate_with_options"]
+    progress = None
+    if args.input not in (None, "-") and not args.no_progress:
+        from tqdm import tqdm
+
+        progress = tqdm(total=len(lines), unit="sent", file=sys.stderr,
+                        desc="translate")
+    try:
+        translations = translate_lines(
+            signature, lines, beam_size=args.beam,
+            length_penalty=args.length_penalty,
+            max_length_a=(args.max_length_a if args.max_length_a is not None
+                          else defaults.get("max_length_a", 2.0)),
+            max_length_b=(args.max_length_b if args.max_length_b is not None
+                          else defaults.get("max_length_b", 10)),
+            batch_size=args.batch_size, progress=progress)
+    except InputError as error:
+        print(f"error: {source_name}: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    finally:
+        if progress is not None:
+            progress.close()
+
+    payload = "".join(line + "\n" for line in translations).encode("utf-8")
+    if args.output is None or args.output == "-":
+        sys.stdout.buffer.write(payload)
+        sys.stdout.buffer.flush()
+    else:
+        output = pathlib.Path(args.output)
+        temporary = output.with_name(f".{output.name}.part")
+        temporary.write_bytes(payload)
+        temporary.replace(output)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="keras-attn-zoo",
+        description="Attention model zoo for neural machine translation.")
+    subcommands = parser.add_subparsers(dest="command", required=True,
+                                        metavar="COMMAND")
+
+    translate = subcommands.add_parser(
+        "translate", help="translate lines of text with an exported model",
+        description="Translate UTF-8 lines (stdin or --input); one output line per "
+                    "input line, empty in -> empty out.")
+    translate.add_argument("--model", required=True,
+                           help="saved_models/NAME (newest version) or "
+                                "saved_models/NAME/VERSION")
+    translate.add_argument("--beam", type=int, default=4, help="beam size (default 4)")
+    translate.add_argument("--length-penalty", type=float, default=0.6,
+                           help="GNMT length penalty alpha (default 0.6)")
+    translate.add_argument("--max-length-a", type=float, default=None,
+                           help="output limit ceil(a * source_tokens + b); default "
+                                "from the model card")
+    translate.add_argument("--max-length-b", type=float, default=None)
+    translate.add_argument("--input", default=None, help="input file (default stdin)")
+    translate.add_argument("--output", default=None,
+                           help="output file (default stdout)")
+    translate.add_argument("--batch-size", type=int, default=32)
+    translate.add_argument("--no-progress", action="store_true",
+                           help="no progress bar (shown on stderr for --input files)")
+    translate.set_defaults(handler=_translate_command)
+    return parser
+
+
+def main(argv=None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.handler(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,28 @@
+"""Export and serving: `Translator` (text -> translation in one TF graph) and the
+TF Serving SavedModel layout written by `export_saved_model`.
+
+See `translator.py` for the signatures and input rules and `saved_model.py` for the
+directory layout, versioning and the model card.
+"""
+
+from keras_attn_zoo.export.saved_model import MODEL_CARD_FILE
+from keras_attn_zoo.export.saved_model import SIGNATURE_NAMES
+from keras_attn_zoo.export.saved_model import VOCABULARY_FILE
+from keras_attn_zoo.export.saved_model import build_model_card
+from keras_attn_zoo.export.saved_model import existing_versions
+from keras_attn_zoo.export.saved_model import export_saved_model
+from keras_attn_zoo.export.saved_model import latest_version
+from keras_attn_zoo.export.translator import DEFAULT_MAX_INPUT_LENGTH
+from keras_attn_zoo.export.translator import Translator
+
+__all__ = [
+    "DEFAULT_MAX_INPUT_LENGTH",
+    "MODEL_CARD_FILE",
+    "SIGNATURE_NAMES",
+    "VOCABULARY_FILE",
+    "Translator",
+    "build_model_card",
+    "existing_versions",
+    "export_saved_model",
+    "latest_version",
+]

@@ -1,0 +1,226 @@
+"""Export a zoo model with its vocabulary and beam search as a TF Serving SavedModel.
+
+Layout (TF Serving's: a base directory with one integer directory per version)::
+
+    saved_models/NAME/
+        1/
+        2/
+            saved_model.pb, variables/  the Translator: tokenizer + model + search
+            assets/vocab.model          the SentencePiece model (for translate_ids clients)
+            model_card.json             what the model is, how it was made, how to call it
+
+Versions: ``version=None`` takes the next integer after the existing versions (1 for
+a new model). An existing version is never overwritten.
+
+Atomicity: everything is written to a hidden temporary directory beside the version
+(``.tmp-<version>-*`` in the same base directory, so on the same file system) and
+renamed into place with ``os.rename``; TF Serving and `latest_version` never see a
+half-written version, and a failure removes the temporary directory.
+
+Loading needs only TensorFlow and tensorflow-text::
+
+    import tensorflow as tf, tensorflow_text  # noqa: F401 (registers the ops)
+    translator = tf.saved_model.load("saved_models/NAME/2")
+    translator.signatures["translate"](text=tf.constant(["Guten Morgen ."]))
+"""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import pathlib
+import shutil
+import tempfile
+
+import tensorflow as tf
+
+from keras_attn_zoo.export.translator import REPLACEMENT_CHARACTER
+from keras_attn_zoo.export.translator import UNICODE_ERRORS
+from keras_attn_zoo.export.translator import Translator
+
+SIGNATURE_NAMES = ("serving_default", "translate", "translate_with_options",
+                   "translate_ids")
+VOCABULARY_FILE = "assets/vocab.model"
+MODEL_CARD_FILE = "model_card.json"
+_TEMPORARY_PREFIX = ".tmp-"
+
+
+def existing_versions(base_path):
+    """Sorted integer versions under ``base_path`` (directories named by an integer)."""
+    base_path = pathlib.Path(base_path)
+    if not base_path.is_dir():
+        return []
+    return sorted(int(child.name) for child in base_path.iterdir()
+                  if child.is_dir() and child.name.isdigit())
+
+
+def latest_version(base_path):
+    """The newest complete version directory of ``base_path``.
+
+    ``base_path`` may also be a version directory itself (it holds
+    ``saved_model.pb``). Raises ``FileNotFoundError`` when there is none.
+    """
+    base_path = pathlib.Path(base_path)
+    if (base_path / "saved_model.pb").is_file():
+        return base_path
+    for version in reversed(existing_versions(base_path)):
+        candidate = base_path / str(version)
+        if (candidate / "saved_model.pb").is_file():
+            return candidate
+    raise FileNotFoundError(
+        f"No SavedModel in {base_path}: expected saved_model.pb there or in an "
+        "integer version directory below it (e.g. 1/saved_model.pb)."
+    )
+
+
+def _signature_card():
+    return {
+        "serving_default": "same as translate",
+        "translate": {
+            "inputs": {"text": "string[B]"},
+            "outputs": {
+                "translation": "string[B]",
+                "score": "float32[B] length-penalised log-probability (0 for empty input)",
+                "alignment": "float32[B,T,S] cross-attention, target piece x source token",
+                "length": "int32[B] pieces of the translation",
+                "source_pieces": "string[B,S] source pieces + '</s>' ('' padded)",
+                "target_pieces": "string[B,T] translation pieces ('' padded)",
+            },
+        },
+        "translate_with_options": {
+            "inputs": {"text": "string[B]", "beam_size": "int32[]",
+                       "length_penalty": "float32[]", "max_length_a": "float32[]",
+                       "max_length_b": "float32[]"},
+            "outputs": "as translate",
+        },
+        "translate_ids": {
+            "inputs": {"source_ids": "int32[B,S] pieces then EOS, 0-padded",
+                       "beam_size": "int32[]", "length_penalty": "float32[]",
+                       "max_length_a": "float32[]", "max_length_b": "float32[]"},
+            "outputs": {"ids": "int32[B,T] no BOS/EOS, 0-padded",
+                        "lengths": "int32[B]", "scores": "float32[B]",
+                        "alignment": "float32[B,T,S]"},
+            "ops": "core TensorFlow only (no tensorflow-text needed)",
+        },
+    }
+
+
+def build_model_card(translator, *, name, version, model_card=None):
+    """The ``model_card.json`` content; ``model_card`` entries override the defaults."""
+    from keras_attn_zoo import __version__
+    from keras_attn_zoo.decoding import common
+
+    model = translator.model
+    config = getattr(model, "zoo_config", None)
+    card = {
+        "name": name,
+        "version": version,
+        "created": datetime.datetime.now(datetime.timezone.utc).isoformat(
+            timespec="seconds"),
+        "model": getattr(model, "name", type(model).__name__),
+        "model_class": type(model).__name__,
+        "model_config": config,
+        "preset": None,
+        "data": None,
+        "direction": None,
+        "bleu": None,
+        "signatures": _signature_card(),
+        "signature_names": list(SIGNATURE_NAMES),
+        "defaults": {
+            "beam_size": translator.beam_size,
+            "length_penalty": translator.length_penalty,
+            "max_length_a": translator.max_length_a,
+            "max_length_b": translator.max_length_b,
+        },
+        "max_input_length": translator.max_input_length,
+        "max_input_length_counts": "SentencePiece pieces + EOS; longer input is an "
+                                   "error, never truncated",
+        "invalid_utf8": f"{UNICODE_ERRORS}: replaced by U+{REPLACEMENT_CHARACTER:04X}",
+        "empty_input": "translates to '' with score 0",
+        "special_ids": {"pad": common.PAD_ID, "unk": 1, "bos": common.BOS_ID,
+                        "eos": common.EOS_ID},
+        "vocabulary_file": VOCABULARY_FILE,
+        "vocabulary_size": translator.vocabulary_size,
+        "load": "import tensorflow as tf, tensorflow_text; "
+                "tf.saved_model.load(path)",
+        "versions": {"keras_attn_zoo": __version__, "tensorflow": tf.__version__,
+                     "keras": _module_version("keras"),
+                     "tensorflow_text": _module_version("tensorflow_text")},
+    }
+    card.update(model_card or {})
+    return card
+
+
+def _module_version(module_name):
+    try:
+        module = __import__(module_name)
+    except ImportError:  # pragma: no cover
+        return None
+    return getattr(module, "__version__", None)
+
+
+def export_saved_model(model, tokenizer, path, *, name=None, version=None,
+                       model_card=None, beam_size=4, length_penalty=0.6,
+                       max_length_a=2.0, max_length_b=10, max_input_length=None):
+    """Exports ``model`` + ``tokenizer`` + beam search as ``<path>/<version>/``.
+
+    Args:
+        model: a zoo model (step protocol), or a `Translator` (then ``tokenizer``
+            and the search defaults below are ignored: the translator's apply, and
+            its already traced functions are reused).
+        tokenizer: its SentencePiece vocabulary (keras_hub tokenizer, path or bytes).
+        path: the model's base directory, e.g. ``saved_models/transformer-de-en``.
+        name: the model's name in the card (default: the base directory's name).
+        version: int; default the next integer after the existing versions.
+        model_card: dict merged into ``model_card.json`` (e.g. ``preset``, ``data``,
+            ``direction``, ``bleu``); every value must be JSON-serialisable.
+        beam_size, length_penalty, max_length_a, max_length_b: the defaults of the
+            ``translate`` signature.
+        max_input_length: longest accepted source in tokens (pieces + EOS).
+
+    Returns:
+        ``pathlib.Path`` of the new version directory.
+
+    Raises:
+        FileExistsError: if the version already exists.
+        TypeError: if ``model_card`` is not JSON-serialisable (nothing is left on disk).
+    """
+    base = pathlib.Path(path)
+    base.mkdir(parents=True, exist_ok=True)
+    if version is None:
+        version = (existing_versions(base) or [0])[-1] + 1
+    version = int(version)
+    if version < 0:
+        raise ValueError(f"version must be a non-negative integer, got {version}.")
+    final = base / str(version)
+    if final.exists():
+        raise FileExistsError(f"{final} already exists; versions are never overwritten.")
+
+    if isinstance(model, Translator):
+        translator = model  # reuses its traced functions; its own defaults apply
+    else:
+        translator = Translator(
+            model, tokenizer, beam_size=beam_size, length_penalty=length_penalty,
+            max_length_a=max_length_a, max_length_b=max_length_b,
+            max_input_length=max_input_length)
+    card = build_model_card(translator, name=name or base.resolve().name,
+                            version=version, model_card=model_card)
+
+    temporary = pathlib.Path(tempfile.mkdtemp(
+        prefix=f"{_TEMPORARY_PREFIX}{version}-", dir=base))
+    try:
+        tf.saved_model.save(translator, str(temporary),
+                            signatures=translator.signatures())
+        vocabulary = temporary / VOCABULARY_FILE
+        vocabulary.parent.mkdir(parents=True, exist_ok=True)
+        vocabulary.write_bytes(translator.proto)
+        with open(temporary / MODEL_CARD_FILE, "w", encoding="utf-8") as card_file:
+            json.dump(card, card_file, indent=2, ensure_ascii=False)
+            card_file.write("\n")
+        os.chmod(temporary, 0o755)  # mkdtemp makes it 0700
+        os.rename(temporary, final)
+    except BaseException:
+        shutil.rmtree(temporary, ignore_errors=True)
+        raise
+    return final

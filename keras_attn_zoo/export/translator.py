@@ -1,0 +1,371 @@
+"""`Translator`: text in, translations out, with tokenizer and beam search in one graph.
+
+A `Translator` wraps a zoo model (anything implementing the step protocol) and its
+SentencePiece vocabulary in a `tf.Module` whose `tf.function`s have fixed input
+signatures, so the same object
+
+* translates in Python (`translate_texts`, used by evaluation during training so the
+  training BLEU comes from exactly the search that is exported), and
+* is what `export_saved_model` saves: its functions become the SavedModel signatures.
+
+Signatures (B = batch, S = source tokens including EOS, T = target tokens excluding EOS):
+
+* ``translate(text: string[B])`` with the default beam size and length penalty;
+* ``translate_with_options(text, beam_size: int32[], length_penalty: float32[],
+  max_length_a: float32[], max_length_b: float32[])``;
+
+  both return ``translation`` string[B], ``score`` float32[B] (the length-penalised
+  log-probability; 0 for an empty input), ``alignment`` float32[B, T, S] (the model's
+  cross-attention, row t for output piece t, column s for source piece s),
+  ``length`` int32[B] (pieces of the translation), ``source_pieces`` string[B, S] and
+  ``target_pieces`` string[B, T] (the pieces that label the alignment's axes, ""-padded).
+* ``translate_ids(source_ids: int32[B, S], beam_size, length_penalty, max_length_a,
+  max_length_b)`` returns ``ids`` int32[B, T], ``lengths`` int32[B], ``scores``
+  float32[B], ``alignment`` float32[B, T, S]. Built from core TensorFlow ops only, for
+  servers without the tensorflow-text ops: the client tokenizes (pieces, then EOS,
+  0-padded) and detokenizes itself.
+
+Input rules (the same in Python and in the exported graph):
+
+* **Undecodable bytes** are replaced, not rejected: the graph first runs
+  ``tf.strings.unicode_transcode(..., errors="replace")``, so every invalid UTF-8
+  sequence becomes U+FFFD (which the default SentencePiece normaliser turns into a
+  word boundary: "the <byte 0xFF> dog" translates like "the dog"). A server
+  never fails on bad bytes and the translation stays one output per input. The CLI is
+  stricter: it rejects a file with an undecodable line, naming the line.
+* **Empty input** (empty, whitespace-only, or anything SentencePiece turns into no
+  piece) translates to ``""`` with score 0 and an empty alignment; those rows are not
+  sent to the model at all. In ``translate_ids`` a row without a non-zero id is empty.
+* **Over-long input**: a sentence with more than ``max_input_length`` tokens (pieces
+  plus EOS) raises ``InvalidArgumentError`` naming the sentence, its length and the
+  limit. Inputs are never truncated. ``translate_ids`` first drops padding columns
+  that are zero in every row, so a client may pad to any fixed width.
+* **Output length**: at most ``ceil(a * source_tokens + b)`` pieces, and for a
+  fixed-length model (``max_length`` set) at most ``max_length - 1`` (the search
+  caps it, then forces EOS).
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import tensorflow as tf
+
+from keras_attn_zoo.decoding import beam_search
+from keras_attn_zoo.decoding import common
+
+PAD_ID = common.PAD_ID
+EOS_ID = common.EOS_ID
+DEFAULT_MAX_INPUT_LENGTH = 1024
+UNICODE_ERRORS = "replace"  # invalid UTF-8 -> U+FFFD inside the graph
+REPLACEMENT_CHARACTER = 0xFFFD
+
+_SCALAR_INT = tf.TensorSpec([], tf.int32)
+_SCALAR_FLOAT = tf.TensorSpec([], tf.float32)
+_TEXT = tf.TensorSpec([None], tf.string, name="text")
+_IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+
+
+def _proto_bytes(tokenizer):
+    """The serialized SentencePiece model from a tokenizer, a path or bytes."""
+    if isinstance(tokenizer, bytes):
+        return tokenizer
+    if isinstance(tokenizer, (str, os.PathLike)):
+        return pathlib.Path(tokenizer).read_bytes()
+    proto = getattr(tokenizer, "proto", None)
+    if proto is None:
+        raise TypeError(
+            "tokenizer must be a keras_hub SentencePieceTokenizer (from "
+            "keras_attn_zoo.data.load_tokenizer), a .model path or its bytes; got "
+            f"{type(tokenizer).__name__}."
+        )
+    return bytes(proto)
+
+
+def default_max_input_length(model, limit=DEFAULT_MAX_INPUT_LENGTH):
+    """``limit``, or the model's ``max_length`` when that is smaller."""
+    model_limit = getattr(model, "zoo_config", {}).get("max_length")
+    if model_limit is not None:
+        return min(int(limit), int(model_limit))
+    return int(limit)
+
+
+class Translator(tf.Module):
+    """A model and its SentencePiece vocabulary, translating text in one TF graph.
+
+    Args:
+        model: a zoo model (step protocol: ``encode``, ``initial_state``,
+            ``decode_step``). If it has a ``logits_processor`` attribute that is not
+            None, the search uses it.
+        tokenizer: the SentencePiece vocabulary: a keras_hub
+            ``SentencePieceTokenizer`` (``keras_attn_zoo.data.load_tokenizer``), a
+            ``.model`` path or the model's bytes. It must use the zoo's special ids.
+        beam_size: default beam size (``translate``, ``translate_texts``).
+        length_penalty: default GNMT alpha.
+        max_length_a, max_length_b: default output limit, at most
+            ``ceil(a * source_tokens + b)`` pieces per sentence.
+        max_input_length: longest accepted source in tokens (pieces + EOS);
+            default 1024 or the model's ``max_length`` if smaller. Longer inputs are
+            an error, never truncated.
+
+    Example:
+    ```python
+    translator = Translator(model, tokenizer)
+    translator.translate_texts(["Guten Morgen ."])        # ['Good morning .']
+    translator.translate(tf.constant(["Guten Morgen ."]))["translation"]
+    export_saved_model(translator, None, "saved_models/de-en")  # reuses the traces
+    ```
+    """
+
+    def __init__(self, model, tokenizer, *, beam_size=4, length_penalty=0.6,
+                 max_length_a=2.0, max_length_b=10, max_input_length=None, name=None):
+        super().__init__(name=name)
+        if int(beam_size) < 1:
+            raise ValueError(f"beam_size must be >= 1, got {beam_size}.")
+        self.model = model
+        self.proto = _proto_bytes(tokenizer)
+        self.vocabulary_size = int(self._sentencepiece().vocab_size())
+        model_vocabulary = getattr(model, "zoo_config", {}).get("vocabulary_size")
+        if model_vocabulary is not None and model_vocabulary != self.vocabulary_size:
+            raise ValueError(
+                f"The tokenizer has {self.vocabulary_size} pieces but the model's "
+                f"vocabulary_size is {model_vocabulary}; export the vocabulary the model "
+                "was trained with."
+            )
+        self.beam_size = int(beam_size)
+        self.length_penalty = float(length_penalty)
+        self.max_length_a = float(max_length_a)
+        self.max_length_b = float(max_length_b)
+        model_limit = getattr(model, "zoo_config", {}).get("max_length")
+        if max_input_length is None:
+            max_input_length = default_max_input_length(model)
+        elif model_limit is not None and max_input_length > model_limit:
+            raise ValueError(
+                f"max_input_length={max_input_length} exceeds the model's max_length="
+                f"{model_limit}."
+            )
+        self.max_input_length = int(max_input_length)
+
+    # ---- search on ids (core TensorFlow ops only) ---------------------------------
+
+    def _search_ids(self, source_ids, beam_size, length_penalty, max_length_a,
+                    max_length_b):
+        """Beam search on ids; rows without any token give an empty result."""
+        source_ids = tf.convert_to_tensor(source_ids, tf.int32)
+        batch_size = tf.shape(source_ids)[0]
+        # Drop the padding columns that are zero in every row.
+        is_token = tf.not_equal(source_ids, PAD_ID)
+        positions = tf.range(1, tf.shape(source_ids)[1] + 1)[tf.newaxis, :]
+        row_widths = tf.reduce_max(
+            tf.concat([tf.where(is_token, positions, 0),
+                       tf.zeros([batch_size, 1], tf.int32)], axis=1), axis=1)
+        width = tf.reduce_max(tf.concat([row_widths, [0]], axis=0))
+        longest_row = tf.argmax(tf.concat([row_widths, [0]], axis=0),
+                                output_type=tf.int32)
+        too_long = tf.strings.format(
+            "Input too long: sentence {} has {} tokens (SentencePiece pieces + EOS) but "
+            "this model accepts at most max_input_length={}. Inputs are never "
+            "truncated: split the sentence or export with a larger max_input_length.",
+            (longest_row, width, self.max_input_length))
+        check = tf.debugging.Assert(width <= self.max_input_length, [too_long])
+        bad_id = tf.strings.format(
+            "source_ids must be in [0, {}); got values from {} to {}.",
+            (self.vocabulary_size, tf.reduce_min(tf.concat([[0], tf.reshape(
+                source_ids, [-1])], 0)), tf.reduce_max(tf.concat(
+                    [[0], tf.reshape(source_ids, [-1])], 0))))
+        check_ids = tf.debugging.Assert(tf.reduce_all(tf.logical_and(
+            source_ids >= 0, source_ids < self.vocabulary_size)), [bad_id])
+        with tf.control_dependencies([check, check_ids]):
+            source_ids = tf.identity(source_ids[:, :width])
+
+        non_empty = tf.reduce_any(tf.not_equal(source_ids, PAD_ID), axis=1)
+        rows = tf.cast(tf.where(non_empty)[:, 0], tf.int32)
+        # The search caps the output of fixed-length models at their positions.
+        result = beam_search(
+            self.model, tf.gather(source_ids, rows), beam_size=beam_size,
+            length_penalty=length_penalty, max_length_a=max_length_a,
+            max_length_b=max_length_b, num_return=1,
+            logits_processor=getattr(self.model, "logits_processor", None))
+        # Back to the full batch: row i takes subset row `slot[i]`, empty rows the
+        # appended zero row (a gather: scatter_nd rejects empty output shapes).
+        slot = tf.where(non_empty,
+                        tf.cumsum(tf.cast(non_empty, tf.int32)) - 1, tf.size(rows))
+
+        def expand(values):
+            zero_row = tf.zeros(tf.concat([[1], tf.shape(values)[1:]], axis=0),
+                                values.dtype)
+            return tf.gather(tf.concat([values, zero_row], axis=0), slot)
+
+        ids = result["ids"][:, 0]
+        if "alignment" in result:
+            alignment = result["alignment"][:, 0]
+        else:  # models without an attention state still give the output
+            alignment = tf.zeros([tf.size(rows), tf.shape(ids)[1], width], tf.float32)
+        output = {
+            "ids": expand(ids),
+            "lengths": expand(result["lengths"][:, 0]),
+            "scores": expand(result["scores"][:, 0]),
+            "alignment": expand(alignment),
+        }
+        return output
+
+    # autograph=False: every loop and branch is an explicit tf.while_loop / tf.cond.
+    @tf.function(autograph=False, input_signature=[
+        _IDS, _SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT])
+    def translate_ids(self, source_ids, beam_size, length_penalty, max_length_a,
+                      max_length_b):
+        """Token ids in, token ids out (core TensorFlow ops only).
+
+        Args:
+            source_ids: int32 [B, S]: SentencePiece ids then EOS (3), 0-padded.
+            beam_size: int32 scalar >= 1.
+            length_penalty: float32 scalar GNMT alpha (0 = off).
+            max_length_a, max_length_b: float32 scalars, output limit
+                ``ceil(a * source_tokens + b)``.
+
+        Returns:
+            ``ids`` int32 [B, T] (no BOS/EOS, 0-padded), ``lengths`` int32 [B],
+            ``scores`` float32 [B], ``alignment`` float32 [B, T, S'] where S' is S
+            without the all-padding columns.
+        """
+        return self._search_ids(source_ids, beam_size, length_penalty, max_length_a,
+                                max_length_b)
+
+    # ---- text ----------------------------------------------------------------------
+
+    def _sentencepiece(self):
+        """A tensorflow-text tokenizer whose resource is created where it is called.
+
+        Called inside each traced function, so the SentencePiece resource is created
+        by the function's own graph (the proto is a constant in it). An eagerly
+        created one would be captured instead, and that kernel-owned resource is
+        destroyed by `tf.random.set_seed` / `keras.utils.set_random_seed` (they clear
+        TensorFlow's kernel cache), which would break this translator afterwards.
+        """
+        import tensorflow_text
+
+        return tensorflow_text.SentencepieceTokenizer(model=self.proto,
+                                                      out_type=tf.int32)
+
+    def _source_ids(self, text, sentencepiece=None):
+        """string [B] -> int32 [B, S]: pieces + EOS, 0-padded; empty rows all 0."""
+        if sentencepiece is None:
+            sentencepiece = self._sentencepiece()
+        text = tf.strings.unicode_transcode(
+            text, input_encoding="UTF-8", output_encoding="UTF-8",
+            errors=UNICODE_ERRORS, replacement_char=REPLACEMENT_CHARACTER)
+        pieces = sentencepiece.tokenize(text)
+        if isinstance(pieces, tf.Tensor):  # defensive: always ragged for a [B] input
+            pieces = tf.RaggedTensor.from_tensor(pieces)
+        num_pieces = pieces.row_lengths()
+        eos = tf.fill(tf.stack([pieces.nrows(), tf.constant(1, tf.int64)]), EOS_ID)
+        source = tf.concat([pieces, tf.RaggedTensor.from_tensor(eos)], axis=1)
+        source = source.to_tensor(default_value=PAD_ID)
+        non_empty = tf.greater(num_pieces, 0)[:, tf.newaxis]
+        return tf.where(non_empty, source, PAD_ID)
+
+    @staticmethod
+    def _pieces(sentencepiece, ids, lengths):
+        """int32 [B, T] + lengths -> string [B, T] pieces, "" beyond each length."""
+        ragged = tf.RaggedTensor.from_tensor(ids, lengths=lengths)
+        return sentencepiece.id_to_string(ragged).to_tensor(default_value="")
+
+    def _translate_text(self, text, beam_size, length_penalty, max_length_a,
+                        max_length_b):
+        sentencepiece = self._sentencepiece()
+        source_ids = self._source_ids(text, sentencepiece)
+        result = self._search_ids(source_ids, beam_size, length_penalty, max_length_a,
+                                  max_length_b)
+        ragged = tf.RaggedTensor.from_tensor(result["ids"], lengths=result["lengths"])
+        translation = sentencepiece.detokenize(ragged)
+        source_width = tf.shape(result["alignment"])[2]
+        source_ids = source_ids[:, :source_width]
+        source_lengths = tf.reduce_sum(
+            tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
+        return {
+            "translation": translation,
+            "score": result["scores"],
+            "alignment": result["alignment"],
+            "length": result["lengths"],
+            "source_pieces": self._pieces(sentencepiece, source_ids, source_lengths),
+            "target_pieces": self._pieces(sentencepiece, result["ids"],
+                                          result["lengths"]),
+        }
+
+    @tf.function(autograph=False, input_signature=[_TEXT])
+    def translate(self, text):
+        """Translates ``text`` string[B] with the default options.
+
+        Returns ``translation`` string[B], ``score`` float32[B], ``alignment``
+        float32[B, T, S], ``length`` int32[B], ``source_pieces`` string[B, S] and
+        ``target_pieces`` string[B, T].
+        """
+        return self._translate_text(
+            text, tf.constant(self.beam_size), tf.constant(self.length_penalty),
+            tf.constant(self.max_length_a), tf.constant(self.max_length_b))
+
+    @tf.function(autograph=False, input_signature=[
+        _TEXT, _SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT])
+    def translate_with_options(self, text, beam_size, length_penalty, max_length_a,
+                               max_length_b):
+        """``translate`` with beam size, length penalty and output limit as inputs."""
+        return self._translate_text(text, beam_size, length_penalty, max_length_a,
+                                    max_length_b)
+
+    # ---- plain Python ----------------------------------------------------------------
+
+    def translate_texts(self, texts, batch_size=64, beam_size=None, length_penalty=None,
+                        max_length_a=None, max_length_b=None, return_scores=False):
+        """Translates a list of strings; the same graph and search as the export.
+
+        Sentences are sorted by length and batched (less padding, fewer wasted
+        decoding steps); the result is in the input order.
+
+        Args:
+            texts: list of ``str`` (or UTF-8 ``bytes``).
+            batch_size: sentences per call.
+            beam_size, length_penalty, max_length_a, max_length_b: None for the
+                translator's defaults.
+            return_scores: also return the scores.
+
+        Returns:
+            list of ``str`` (and a list of float scores if ``return_scores``).
+        """
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}.")
+        options = (
+            tf.constant(self.beam_size if beam_size is None else beam_size, tf.int32),
+            tf.constant(self.length_penalty if length_penalty is None
+                        else length_penalty, tf.float32),
+            tf.constant(self.max_length_a if max_length_a is None else max_length_a,
+                        tf.float32),
+            tf.constant(self.max_length_b if max_length_b is None else max_length_b,
+                        tf.float32),
+        )
+        encoded = [t if isinstance(t, bytes) else str(t).encode("utf-8") for t in texts]
+        order = sorted(range(len(encoded)), key=lambda i: len(encoded[i]))
+        translations = [""] * len(encoded)
+        scores = [0.0] * len(encoded)
+        for start in range(0, len(order), batch_size):
+            chunk = order[start:start + batch_size]
+            result = self.translate_with_options(
+                tf.constant([encoded[i] for i in chunk], tf.string), *options)
+            for i, text, score in zip(chunk, result["translation"].numpy(),
+                                      result["score"].numpy()):
+                translations[i] = text.decode("utf-8", errors="replace")
+                scores[i] = float(score)
+        if return_scores:
+            return translations, scores
+        return translations
+
+    def signatures(self):
+        """The concrete functions `export_saved_model` saves, by signature name."""
+        translate = self.translate.get_concrete_function()
+        return {
+            "serving_default": translate,
+            "translate": translate,
+            "translate_with_options": self.translate_with_options.get_concrete_function(),
+            "translate_ids": self.translate_ids.get_concrete_function(),
+        }
+

@@ -1,0 +1,86 @@
+"""`keras-attn-zoo translate`: one output line per input line, in order."""
+
+import os
+import subprocess
+import sys
+
+import pytest
+
+from keras_attn_zoo import cli
+from tests.test_export import build_tiny_export
+
+LINES = [
+    "the cat sees the dog",
+    "",
+    "a small bird sleeps",
+    "   ",
+    "dog",
+    "",
+    "the big red house and the green tree and a dog runs and the cat sleeps",
+    "tree",
+]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    # Untrained is enough here: the CLI must reproduce the translator exactly.
+    return build_tiny_export(tmp_path_factory.mktemp("cli"), train_epochs=0)
+
+
+def test_translate_file_keeps_lines_and_order(exported, tmp_path):
+    translator, base, _ = exported
+    source = tmp_path / "input.txt"
+    source.write_bytes(("\r\n".join(LINES[:3]) + "\n" + "\n".join(LINES[3:]) + "\n")
+                       .encode("utf-8"))
+    target = tmp_path / "output.txt"
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    completed = subprocess.run(
+        [sys.executable, "-m", "keras_attn_zoo.cli", "translate", "--model", str(base),
+         "--input", str(source), "--output", str(target), "--batch-size", "3",
+         "--beam", "4", "--length-penalty", "0.6"],
+        capture_output=True, text=True, timeout=300, env=env)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    output = target.read_bytes().decode("utf-8")
+    assert output.endswith("\n")
+    output_lines = output.split("\n")[:-1]
+    assert len(output_lines) == len(LINES)
+    expected = translator.translate_texts(LINES, beam_size=4, length_penalty=0.6)
+    assert output_lines == expected
+    for line, translated in zip(LINES, output_lines):
+        assert (translated == "") == (line.strip() == "")
+    assert not list(tmp_path.glob(".*.part"))
+
+
+def test_undecodable_line_is_an_error_naming_it(exported, tmp_path, capsys):
+    _, base, _ = exported
+    source = tmp_path / "latin1.txt"
+    source.write_bytes("dog\n\ncat\n".encode("utf-8")
+                       + "Gr\u00fc\u00dfe\n".encode("latin-1"))
+    target = tmp_path / "out.txt"
+    code = cli.main(["translate", "--model", str(base), "--input", str(source),
+                     "--output", str(target)])
+    assert code == 2
+    error = capsys.readouterr().err
+    assert "line 4 is not valid UTF-8" in error and "0xfc" in error
+    assert not target.exists()
+
+
+def test_read_lines_and_model_resolution(exported, tmp_path):
+    _, base, version_dir = exported
+    assert cli.read_lines(b"") == []
+    assert cli.read_lines(b"a\n\nb") == ["a", "", "b"]
+    assert cli.read_lines(b"a\r\n \n") == ["a", " "]
+    assert cli.resolve_model_dir(base) == version_dir
+    assert cli.resolve_model_dir(version_dir) == version_dir
+    (base / "7").mkdir()  # an incomplete version is skipped
+    try:
+        assert cli.resolve_model_dir(base) == version_dir
+    finally:
+        (base / "7").rmdir()
+    with pytest.raises(FileNotFoundError):
+        cli.resolve_model_dir(tmp_path)
+
+
+def test_parser_requires_a_subcommand():
+    with pytest.raises(SystemExit):
+        cli.main([])

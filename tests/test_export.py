@@ -1,0 +1,371 @@
+"""Export: Translator, SavedModel layout, reload without this package, input rules.
+
+One tiny model (tiny preset, a SentencePiece model trained on ~200 synthetic sentence
+pairs, a few training steps so translations are not degenerate) is built and exported
+once per module; the reload checks run in ONE fresh subprocess that imports only
+tensorflow and tensorflow_text (an import hook makes importing keras_attn_zoo fail).
+"""
+
+import json
+import os
+import pathlib
+import random
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn_zoo.data.vocabulary import BOS_ID
+from keras_attn_zoo.data.vocabulary import EOS_ID
+from keras_attn_zoo.data.vocabulary import load_tokenizer
+from keras_attn_zoo.data.vocabulary import train_sentencepiece
+from keras_attn_zoo.decoding import greedy_search
+from keras_attn_zoo.export import Translator
+from keras_attn_zoo.export import export_saved_model
+from keras_attn_zoo.export import existing_versions
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+
+# A toy "language pair": a word-for-word dictionary, so a few training steps already
+# give translations that depend on the input.
+LEXICON = {
+    "the": "der", "a": "ein", "cat": "katze", "dog": "hund", "house": "haus",
+    "tree": "baum", "sees": "sieht", "likes": "mag", "big": "gross", "small": "klein",
+    "red": "rot", "green": "gruen", "runs": "rennt", "sleeps": "schlaeft",
+    "and": "und", "bird": "vogel",
+}
+
+SENTENCES = [
+    "the cat sees the dog",
+    "a small bird sleeps",
+    "the big red house and the green tree and a dog runs and the cat sleeps",
+    "dog",
+    "the tree likes a small cat",
+]
+
+
+def synthetic_pairs(count=200, seed=0):
+    rng = random.Random(seed)
+    words = sorted(LEXICON)
+    pairs = []
+    for _ in range(count):
+        source = [rng.choice(words) for _ in range(rng.randint(1, 8))]
+        pairs.append((" ".join(source), " ".join(LEXICON[w] for w in source)))
+    return pairs
+
+
+def _batch(tokenizer, pairs):
+    def ids(texts, prefix, suffix):
+        rows = [prefix + list(np.asarray(tokenizer(t))) + suffix for t in texts]
+        width = max(len(r) for r in rows)
+        return np.array([r + [0] * (width - len(r)) for r in rows], "int32")
+
+    source = ids([s for s, _ in pairs], [], [EOS_ID])
+    target = ids([t for _, t in pairs], [BOS_ID], [EOS_ID])
+    return {"source_ids": source, "target_ids": target[:, :-1]}, target[:, 1:]
+
+
+def build_tiny_export(directory, train_epochs=0, seed=0):
+    """Tokenizer + tiny Transformer (+ a few epochs) + Translator, exported once.
+
+    Returns ``(translator, base_dir, version_dir)``.
+    """
+    import keras
+
+    from keras_attn_zoo.models import transformer
+
+    directory = pathlib.Path(directory)
+    pairs = synthetic_pairs()
+    vocab_path = train_sentencepiece(pairs, directory / "vocab.model", vocab_size=60)
+    # Python and NumPy seeds fix Keras 3's initial weights. Not
+    # keras.utils.set_random_seed: tf.random.set_seed clears TensorFlow's kernel
+    # cache, destroying the SentencePiece resources of eagerly created tokenizers
+    # (e.g. the session-scoped `tiny_tokenizer` of conftest.py).
+    random.seed(seed)
+    np.random.seed(seed)
+    tokenizer = load_tokenizer(vocab_path)
+    model = transformer(int(tokenizer.vocabulary_size()), preset="tiny")
+    if train_epochs:
+        inputs, labels = _batch(tokenizer, pairs)
+        model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                      loss=keras.losses.SparseCategoricalCrossentropy(
+                          from_logits=True, ignore_class=0))
+        model.fit(inputs, labels, batch_size=25, epochs=train_epochs, verbose=0,
+                  shuffle=False)
+    translator = Translator(model, tokenizer)
+    base = directory / "saved_models" / "tiny-en-de"
+    version_dir = export_saved_model(
+        translator, None, base,
+        model_card={"preset": "tiny", "data": "synthetic", "direction": "en-de"})
+    return translator, base, version_dir
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    return build_tiny_export(tmp_path_factory.mktemp("export"), train_epochs=12)
+
+
+# Runs in a fresh interpreter: only tensorflow + tensorflow_text may be imported.
+FRESH_LOAD_SCRIPT = textwrap.dedent(r"""
+    import json, sys
+
+    class BlockZoo:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "keras_attn_zoo":
+                raise ImportError("keras_attn_zoo must not be needed to load the model")
+            return None
+
+    sys.meta_path.insert(0, BlockZoo())
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+
+    path, sentences = sys.argv[1], json.loads(sys.argv[2])
+    loaded = tf.saved_model.load(path)
+    report = {"signatures": sorted(loaded.signatures)}
+    text = tf.constant(sentences)
+    out = loaded.signatures["translate"](text=text)
+    report["translate"] = [t.decode() for t in out["translation"].numpy()]
+    report["scores"] = out["score"].numpy().tolist()
+    report["alignment_shape"] = out["alignment"].shape.as_list()
+    default = loaded.signatures["serving_default"](text=text)
+    report["serving_default"] = [t.decode() for t in default["translation"].numpy()]
+    beam1 = loaded.signatures["translate_with_options"](
+        text=text, beam_size=tf.constant(1), length_penalty=tf.constant(0.6),
+        max_length_a=tf.constant(2.0), max_length_b=tf.constant(10.0))
+    report["beam1"] = [t.decode() for t in beam1["translation"].numpy()]
+
+    def op_types(concrete):
+        graph_def = concrete.graph.as_graph_def()
+        ops = {node.op for node in graph_def.node}
+        for function in graph_def.library.function:
+            ops |= {node.op for node in function.node_def}
+        return sorted(ops)
+
+    ids_ops = op_types(loaded.signatures["translate_ids"])
+    report["translate_ids_non_core_ops"] = [
+        op for op in ids_ops if not hasattr(tf.raw_ops, op)]
+    report["translate_ids_op_count"] = len(ids_ops)
+    report["translate_non_core_ops"] = [
+        op for op in op_types(loaded.signatures["translate"])
+        if not hasattr(tf.raw_ops, op)]
+    try:
+        loaded.signatures["translate"](text=tf.constant(["cat " * 1100]))
+        report["long_error"] = None
+    except tf.errors.InvalidArgumentError as error:
+        report["long_error"] = error.message
+    report["zoo_imported"] = any(m.startswith("keras_attn_zoo") for m in sys.modules)
+    print("REPORT " + json.dumps(report))
+""")
+
+
+@pytest.fixture(scope="module")
+def fresh_report(exported, tmp_path_factory):
+    _, _, version_dir = exported
+    script = tmp_path_factory.mktemp("fresh") / "load.py"
+    script.write_text(FRESH_LOAD_SCRIPT)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    completed = subprocess.run(
+        [sys.executable, str(script), str(version_dir), json.dumps(SENTENCES + ["", " "])],
+        capture_output=True, text=True, timeout=300, cwd=script.parent, env=env)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    line = [l for l in completed.stdout.splitlines() if l.startswith("REPORT ")][-1]
+    return json.loads(line[len("REPORT "):])
+
+
+def test_layout_and_model_card(exported):
+    translator, base, version_dir = exported
+    assert version_dir == base / "1"
+    assert (version_dir / "saved_model.pb").is_file()
+    assert (version_dir / "assets" / "vocab.model").read_bytes() == translator.proto
+    card = json.loads((version_dir / "model_card.json").read_text())
+    assert card["name"] == "tiny-en-de" and card["version"] == 1
+    assert card["preset"] == "tiny" and card["direction"] == "en-de"
+    assert card["special_ids"] == {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
+    assert card["max_input_length"] == 1024
+    assert set(card["signature_names"]) == {
+        "serving_default", "translate", "translate_with_options", "translate_ids"}
+    assert not [p for p in base.iterdir() if p.name.startswith(".")]
+
+
+def test_fresh_process_reload_matches_python(exported, fresh_report):
+    translator, _, _ = exported
+    report = fresh_report
+    assert not report["zoo_imported"]
+    assert report["signatures"] == sorted(
+        ["serving_default", "translate", "translate_with_options", "translate_ids"])
+    texts = SENTENCES + ["", " "]
+    python_out = translator.translate(tf.constant(texts))
+    python_text = [t.decode() for t in python_out["translation"].numpy()]
+    assert report["translate"] == python_text
+    assert report["serving_default"] == python_text
+    np.testing.assert_allclose(report["scores"], python_out["score"].numpy(), atol=1e-5)
+    translations, scores = translator.translate_texts(texts, batch_size=2,
+                                                      return_scores=True)
+    assert translations == python_text
+    np.testing.assert_allclose(scores, report["scores"], atol=1e-5)
+    # The trained toy model translates word for word at least partly.
+    assert any(word in report["translate"][0] for word in ("katze", "hund", "der"))
+    assert report["alignment_shape"][0] == len(texts)
+
+
+def test_translate_ids_uses_core_ops_only(fresh_report):
+    # tf.raw_ops lists exactly the ops registered by core TensorFlow; the
+    # tensorflow-text kernels (Sentencepiece*) are not in it.
+    assert fresh_report["translate_ids_op_count"] > 20
+    assert fresh_report["translate_ids_non_core_ops"] == []
+    # The check would catch text ops: the text signature has them.
+    assert any("Sentencepiece" in op for op in fresh_report["translate_non_core_ops"])
+
+
+def test_over_long_input_is_a_clear_error(exported, fresh_report):
+    translator, _, _ = exported
+    message = fresh_report["long_error"]
+    assert message is not None
+    assert "max_input_length=1024" in message and "has 1101 tokens" in message
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_input_length=1024"):
+        translator.translate(tf.constant(["dog", "cat " * 1100]))
+    ids = tf.constant(np.full([1, 1030], 5, "int32"))
+    options = (tf.constant(1), tf.constant(0.6), tf.constant(2.0), tf.constant(10.0))
+    with pytest.raises(tf.errors.InvalidArgumentError, match="has 1030 tokens"):
+        translator.translate_ids(ids, *options)
+    # Padding columns beyond the limit are dropped, not an error.
+    padded = np.zeros([1, 1500], "int32")
+    padded[0, :3] = [7, 8, EOS_ID]
+    out = translator.translate_ids(tf.constant(padded), *options)
+    assert out["alignment"].shape[2] == 3
+
+
+def test_beam_one_equals_greedy(exported, fresh_report):
+    translator, _, _ = exported
+    texts = tf.constant(SENTENCES)
+    source_ids = translator._source_ids(texts)
+    beam = translator.translate_ids(source_ids, tf.constant(1), tf.constant(0.6),
+                                    tf.constant(2.0), tf.constant(10.0))
+    greedy = greedy_search(translator.model, source_ids, max_length_a=2.0,
+                           max_length_b=10)
+    np.testing.assert_array_equal(beam["lengths"].numpy(), greedy["lengths"][:, 0])
+    np.testing.assert_array_equal(beam["ids"].numpy(), greedy["ids"][:, 0].numpy())
+    python_beam1 = translator.translate_texts(SENTENCES, beam_size=1)
+    assert fresh_report["beam1"][:len(SENTENCES)] == python_beam1
+
+
+def test_empty_and_whitespace_lines_translate_to_empty(exported, fresh_report):
+    translator, _, _ = exported
+    texts = ["", "   ", "\t\n", "\u3000", "dog"]
+    out = translator.translate(tf.constant(texts))
+    translations = [t.decode() for t in out["translation"].numpy()]
+    assert translations[:4] == ["", "", "", ""]
+    assert translations[4] != ""
+    np.testing.assert_array_equal(out["score"].numpy()[:4], 0.0)
+    np.testing.assert_array_equal(out["length"].numpy()[:4], 0)
+    assert fresh_report["translate"][-2:] == ["", ""]
+    only_empty = translator.translate(tf.constant(["", " "]))
+    assert [t.decode() for t in only_empty["translation"].numpy()] == ["", ""]
+    assert translator.translate_texts([]) == []
+
+
+def test_undecodable_bytes_become_replacement_character(exported):
+    translator, _, _ = exported
+    out = translator.translate(tf.constant([b"the \xff\xfe dog", "the \ufffd dog"]))
+    first, second = out["translation"].numpy()
+    assert first == second
+    np.testing.assert_allclose(out["score"].numpy()[0], out["score"].numpy()[1])
+    first.decode("utf-8")  # the output is valid UTF-8
+
+
+def test_mixed_batch_gives_each_sentence_its_solo_translation(exported):
+    translator, _, _ = exported
+    together, together_scores = translator.translate_texts(
+        SENTENCES, batch_size=len(SENTENCES), return_scores=True)
+    alone, alone_scores = translator.translate_texts(SENTENCES, batch_size=1,
+                                                     return_scores=True)
+    assert together == alone
+    np.testing.assert_allclose(together_scores, alone_scores, atol=1e-4)
+
+
+def test_fixed_length_model_limits_input_and_output(exported):
+    from keras_attn_zoo.models import transformer
+
+    translator, _, _ = exported
+    model = transformer(translator.vocabulary_size, preset="tiny", max_length=8)
+    with pytest.raises(ValueError, match="exceeds the model's max_length"):
+        Translator(model, translator.proto, max_input_length=20)
+    fixed = Translator(model, translator.proto)
+    assert fixed.max_input_length == 8
+    options = (tf.constant(2), tf.constant(0.6), tf.constant(2.0), tf.constant(10.0))
+    ids = np.full([2, 8], 9, "int32")
+    ids[:, -1] = EOS_ID
+    ids[1, 3:] = [EOS_ID, 0, 0, 0, 0]
+    out = fixed.translate_ids(tf.constant(ids), *options)
+    # Positions 0..7: at most 7 tokens, then EOS at position 7.
+    assert out["lengths"].numpy().max() <= 7
+    with pytest.raises(tf.errors.InvalidArgumentError, match="max_input_length=8"):
+        fixed.translate_ids(tf.constant(np.full([1, 9], 9, "int32")), *options)
+    with pytest.raises(tf.errors.InvalidArgumentError, match="source_ids must be in"):
+        fixed.translate_ids(tf.constant([[10_000, EOS_ID]]), *options)
+
+
+RESEED_SCRIPT = textwrap.dedent(r"""
+    import sys
+    import tensorflow as tf
+    sys.path.insert(0, sys.argv[1])
+    from tests.test_export import synthetic_pairs
+    from keras_attn_zoo.data.vocabulary import load_tokenizer, train_sentencepiece
+    from keras_attn_zoo.export import Translator
+    from keras_attn_zoo.models import transformer
+
+    path = train_sentencepiece(synthetic_pairs(), sys.argv[2], vocab_size=60)
+    tokenizer = load_tokenizer(path)
+    translator = Translator(transformer(int(tokenizer.vocabulary_size()), "tiny"),
+                            tokenizer)
+    before = translator.translate(tf.constant(["the cat"]))["translation"].numpy()
+    tf.random.set_seed(1234)  # clears the kernel cache
+    after = translator.translate(tf.constant(["the cat"]))["translation"].numpy()
+    assert (before == after).all(), (before, after)
+    print("SURVIVED")
+""")
+
+
+def test_translator_survives_reseeding(tmp_path):
+    # tf.random.set_seed clears the kernel cache, which kills eagerly created
+    # SentencePiece resources; the translator creates its resource inside its
+    # graphs, so it keeps working. In a subprocess: the reseeding would break the
+    # eager tokenizers other tests share.
+    script = tmp_path / "reseed.py"
+    script.write_text(RESEED_SCRIPT)
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    completed = subprocess.run(
+        [sys.executable, str(script), str(REPO), str(tmp_path / "vocab.model")],
+        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "SURVIVED" in completed.stdout
+
+
+def test_alignment_labels(exported):
+    translator, _, _ = exported
+    out = translator.translate(tf.constant(["the cat sees the dog", "dog"]))
+    alignment = out["alignment"].numpy()
+    source_pieces = out["source_pieces"].numpy()
+    target_pieces = out["target_pieces"].numpy()
+    assert alignment.shape == (2, target_pieces.shape[1], source_pieces.shape[1])
+    assert source_pieces[1, :2].tolist() == [b"\xe2\x96\x81dog", b"</s>"]
+    for row in range(2):
+        length = out["length"].numpy()[row]
+        np.testing.assert_allclose(alignment[row, :length].sum(-1), 1.0, atol=1e-4)
+        assert np.all(alignment[row, length:] == 0)
+
+
+def test_versions_increment_and_failed_export_leaves_nothing(exported):
+    translator, base, _ = exported
+    with pytest.raises(TypeError):
+        export_saved_model(translator, None, base, model_card={"bleu": object()})
+    assert existing_versions(base) == [1]
+    assert sorted(p.name for p in base.iterdir()) == ["1"]
+    second = export_saved_model(translator, None, base)
+    assert second == base / "2" and existing_versions(base) == [1, 2]
+    with pytest.raises(FileExistsError):
+        export_saved_model(translator, None, base, version=2)
+    assert sorted(p.name for p in base.iterdir()) == ["1", "2"]
