@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TRAIN_ARGS ?=
 TEST_ARGS ?=
 
-.PHONY: setup corpus train test clean
+.PHONY: setup corpus browser train test clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -20,6 +20,15 @@ $(STAMP): pyproject.toml
 corpus: $(STAMP)
 	$(BIN)/python -m keras_attn_zoo.data.ding
 
+# The server test drives the page in a real headless Chromium (Debian packages).
+browser:
+	@if [ ! -x /usr/bin/chromedriver ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+	    apt-get install -y -q chromium chromium-driver >/dev/null 2>&1 || \
+	    { apt-get update -q >/dev/null && apt-get install -y -q chromium chromium-driver >/dev/null; }; \
+	  else echo "Install Debian's chromium and chromium-driver for the browser test."; fi; \
+	fi
+
 setup: $(STAMP) corpus
 
 ## Train the small Transformer on Ding de->en, evaluate with beam 4, export.
@@ -27,7 +36,7 @@ train: setup
 	$(BIN)/python recipes/train_wmt.py $(TRAIN_ARGS)
 
 ## Run the test suite (under 15 minutes on 2 cores).
-test: setup
+test: setup browser
 	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(TEST_ARGS)
 
 clean:

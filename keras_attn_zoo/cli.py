@@ -16,7 +16,10 @@ graph itself replaces invalid bytes by U+FFFD instead; the CLI is stricter becau
 a wrong encoding of a whole file is the usual cause.) Over-long lines (more tokens
 than the model's ``max_input_length``) are also an error with exit code 2.
 
-Subcommands are argparse subparsers; ``serve`` is planned next to ``translate``.
+    keras-attn-zoo serve --model saved_models/NAME [--port 8501] [--host 127.0.0.1]
+
+``serve`` runs the HTTP server of ``keras_attn_zoo.export.server`` (TensorFlow
+Serving's REST shapes plus a ``:translate`` method and a page at ``/``).
 """
 
 from __future__ import annotations
@@ -61,19 +64,10 @@ def read_lines(data: bytes, source_name: str = "<stdin>") -> list[str]:
 
 def resolve_model_dir(path) -> pathlib.Path:
     """A version directory, or the newest complete version under a base directory."""
-    path = pathlib.Path(path)
-    if (path / "saved_model.pb").is_file():
-        return path
-    versions = []
-    if path.is_dir():
-        versions = sorted((int(child.name) for child in path.iterdir()
-                           if child.is_dir() and child.name.isdigit()), reverse=True)
-    for version in versions:
-        if (path / str(version) / "saved_model.pb").is_file():
-            return path / str(version)
-    raise FileNotFoundError(
-        f"No SavedModel in {path}: expected saved_model.pb there or in an integer "
-        "version directory below it (e.g. saved_models/NAME/1).")
+    # Imported here: the input is checked before TensorFlow loads.
+    from keras_attn_zoo.export.saved_model import latest_version
+
+    return latest_version(path)
 
 
 def load_model_card(model_dir: pathlib.Path) -> dict:
@@ -223,7 +217,35 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--no-progress", action="store_true",
                            help="no progress bar (shown on stderr for --input files)")
     translate.set_defaults(handler=_translate_command)
+
+    serve = subcommands.add_parser(
+        "serve", help="serve an exported model over HTTP",
+        description="TensorFlow Serving's REST API for an exported model, on "
+                    "127.0.0.1 unless --host says otherwise.")
+    _add_serve_arguments(serve)
+    serve.set_defaults(handler=_serve_command)
     return parser
+
+
+def _add_serve_arguments(parser):
+    parser.add_argument("--model", required=True,
+                        help="saved_models/NAME (newest version) or a version directory")
+    parser.add_argument("--port", type=int, default=8501)
+    parser.add_argument("--host", default="127.0.0.1",
+                        help="address to bind; anything but 127.0.0.1 exposes the server")
+    parser.add_argument("--name", help="model name in URLs (default: the directory name)")
+    parser.add_argument("--max-batch-size", type=int, help="texts per request (64)")
+    parser.add_argument("--max-request-bytes", type=int, help="request body size (1 MiB)")
+    parser.add_argument("--max-text-chars", type=int, help="characters per text (10,000)")
+
+
+def _serve_command(args) -> int:
+    from keras_attn_zoo.export import server
+
+    return server.serve(args.model, port=args.port, host=args.host, name=args.name,
+                        max_batch_size=args.max_batch_size,
+                        max_request_bytes=args.max_request_bytes,
+                        max_text_chars=args.max_text_chars)
 
 
 def main(argv=None) -> int:

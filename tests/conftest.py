@@ -85,3 +85,12 @@ def tiny_tokenizer(tiny_sentencepiece_model):
     from keras_attn_zoo.data.vocabulary import load_tokenizer
 
     return load_tokenizer(tiny_sentencepiece_model)
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tmp_path_factory):
+    """Base directory (`saved_models/NAME`) of a tiny trained, exported Transformer."""
+    from tests.tiny_export import build_tiny_export
+
+    _, base, _ = build_tiny_export(tmp_path_factory.mktemp("tiny_export"), train_epochs=12)
+    return base

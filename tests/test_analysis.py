@@ -1,6 +1,6 @@
 """The analyses (pure functions), attention extraction, and recipes/analyze.py end to end.
 
-The end-to-end runs reuse `tests.test_export.build_tiny_export` (one tiny Transformer,
+The end-to-end runs reuse `tests.tiny_export.build_tiny_export` (one tiny Transformer,
 trained a few epochs on a word-for-word toy language pair, exported once per module):
 a SavedModel-only run, then a run on its `.keras` file with gold alignments, and a run
 on a tiny eager translator (no attention).
@@ -16,8 +16,8 @@ import pytest
 
 from keras_attn_zoo.evaluation import analysis
 from keras_attn_zoo.evaluation.attention import attention_maps
-from tests.test_export import build_tiny_export
-from tests.test_export import synthetic_pairs
+from tests.tiny_export import build_tiny_export
+from tests.tiny_export import synthetic_pairs
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 

@@ -7,7 +7,7 @@ import sys
 import pytest
 
 from keras_attn_zoo import cli
-from tests.test_export import build_tiny_export
+from tests.tiny_export import build_tiny_export
 
 LINES = [
     "the cat sees the dog",

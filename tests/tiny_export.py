@@ -1,0 +1,86 @@
+"""A tiny exported Transformer shared by the export, CLI, server and analysis tests."""
+
+import pathlib
+import random
+
+import numpy as np
+
+from keras_attn_zoo.data.vocabulary import BOS_ID
+from keras_attn_zoo.data.vocabulary import EOS_ID
+from keras_attn_zoo.data.vocabulary import load_tokenizer
+from keras_attn_zoo.data.vocabulary import train_sentencepiece
+from keras_attn_zoo.export import Translator
+from keras_attn_zoo.export import export_saved_model
+
+# A toy "language pair": a word-for-word dictionary, so a few training steps already
+# give translations that depend on the input.
+LEXICON = {
+    "the": "der", "a": "ein", "cat": "katze", "dog": "hund", "house": "haus",
+    "tree": "baum", "sees": "sieht", "likes": "mag", "big": "gross", "small": "klein",
+    "red": "rot", "green": "gruen", "runs": "rennt", "sleeps": "schlaeft",
+    "and": "und", "bird": "vogel",
+}
+
+SENTENCES = [
+    "the cat sees the dog",
+    "a small bird sleeps",
+    "the big red house and the green tree and a dog runs and the cat sleeps",
+    "dog",
+    "the tree likes a small cat",
+]
+
+
+def synthetic_pairs(count=200, seed=0):
+    rng = random.Random(seed)
+    words = sorted(LEXICON)
+    pairs = []
+    for _ in range(count):
+        source = [rng.choice(words) for _ in range(rng.randint(1, 8))]
+        pairs.append((" ".join(source), " ".join(LEXICON[w] for w in source)))
+    return pairs
+
+
+def _batch(tokenizer, pairs):
+    def ids(texts, prefix, suffix):
+        rows = [prefix + list(np.asarray(tokenizer(t))) + suffix for t in texts]
+        width = max(len(r) for r in rows)
+        return np.array([r + [0] * (width - len(r)) for r in rows], "int32")
+
+    source = ids([s for s, _ in pairs], [], [EOS_ID])
+    target = ids([t for _, t in pairs], [BOS_ID], [EOS_ID])
+    return {"source_ids": source, "target_ids": target[:, :-1]}, target[:, 1:]
+
+
+def build_tiny_export(directory, train_epochs=0, seed=0):
+    """Tokenizer + tiny Transformer (+ a few epochs) + Translator, exported once.
+
+    Returns ``(translator, base_dir, version_dir)``.
+    """
+    import keras
+
+    from keras_attn_zoo.models import transformer
+
+    directory = pathlib.Path(directory)
+    pairs = synthetic_pairs()
+    vocab_path = train_sentencepiece(pairs, directory / "vocab.model", vocab_size=60)
+    # Python and NumPy seeds fix Keras 3's initial weights. Not
+    # keras.utils.set_random_seed: tf.random.set_seed clears TensorFlow's kernel
+    # cache, destroying the SentencePiece resources of eagerly created tokenizers
+    # (e.g. the session-scoped `tiny_tokenizer` of conftest.py).
+    random.seed(seed)
+    np.random.seed(seed)
+    tokenizer = load_tokenizer(vocab_path)
+    model = transformer(int(tokenizer.vocabulary_size()), preset="tiny")
+    if train_epochs:
+        inputs, labels = _batch(tokenizer, pairs)
+        model.compile(optimizer=keras.optimizers.Adam(1e-2),
+                      loss=keras.losses.SparseCategoricalCrossentropy(
+                          from_logits=True, ignore_class=0))
+        model.fit(inputs, labels, batch_size=25, epochs=train_epochs, verbose=0,
+                  shuffle=False)
+    translator = Translator(model, tokenizer)
+    base = directory / "saved_models" / "tiny-en-de"
+    version_dir = export_saved_model(
+        translator, None, base,
+        model_card={"preset": "tiny", "data": "synthetic", "direction": "en-de"})
+    return translator, base, version_dir
