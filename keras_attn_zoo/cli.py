@@ -99,7 +99,8 @@ def translate_lines(signature, lines, *, beam_size, length_penalty, max_length_a
         try:
             result = signature(text=text, **options)
         except tf.errors.InvalidArgumentError as error:
-            message = error.message.splitlines()[0] if error.message else str(error)
+            # The assertion's text is somewhere in the (multi-line) message.
+            message = " ".join((error.message or str(error)).split())
             if "Input too long" in message:
                 # The graph names the sentence within the batch; map it to the line.
                 raise InputError(_name_long_line(message, chunk)) from None

@@ -2,6 +2,14 @@
 
 Kept in the package (not in the recipe) so the leaderboard, the benchmarks and
 the tests run exactly the code users run.
+
+``--model eager_translator`` (Press & Smith, 2018) takes its own data path: the
+training pairs are tokenized, word-aligned with eflomal (links cached under
+``<output_dir>/alignments``) and made eager feasible (``data.eager``); the ε
+share is printed and saved as ``epsilon_proportion``. It trains through the
+same ``Trainer`` on per-sentence batches (``make_eager_dataset``), or with
+``--eager-aligned-batching`` on the paper's aligned stream, and is evaluated and
+exported through the same ``Translator`` as every model.
 """
 
 import dataclasses
@@ -23,9 +31,11 @@ from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training import select_strategy
 from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.strategy import is_chief
+from keras_attn_zoo.training.seeding import seed_everything
 
 MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
                             "fp16": "mixed_float16"}
+EAGER_MODEL = "eager_translator"
 
 
 @dataclasses.dataclass
@@ -78,6 +88,102 @@ def _sentencepiece(corpus, path, vocab_size):
     return load_tokenizer(path)
 
 
+def _eager_training_pairs(args, corpus, tokenizer, output_dir):
+    """Eager-feasible id pairs of the training pairs, and what to report about them.
+
+    eflomal aligns the SentencePiece pieces (the links are cached under
+    ``output_dir/alignments``, so a restarted run reuses them); pairs whose
+    eager length (start pads, ε, source pads and EOS included) exceeds
+    ``--max-length`` are dropped. A batch holds ``--batch-tokens`` divided by
+    the mean eager length sentences.
+    """
+    from keras_attn_zoo.data.eager import make_eager_id_pairs
+
+    cache_dir = output_dir / "alignments"
+    id_pairs, epsilon = make_eager_id_pairs(corpus.train, tokenizer, aligner="eflomal",
+                                            cache_dir=cache_dir)
+    kept = [pair for pair in id_pairs if len(pair[0]) <= args.max_length]
+    if not kept:
+        raise SystemExit(f"No eager training pair has at most --max-length="
+                         f"{args.max_length} steps.")
+    mean_length = sum(len(source) for source, _ in kept) / len(kept)
+    batch_size = max(1, int(args.batch_tokens // max(mean_length, 1.0)))
+    info = {
+        "epsilon_proportion": round(epsilon["proportion"], 4),
+        "epsilon_statistics": epsilon,
+        "alignments": f"eflomal (cached in {cache_dir})",
+    }
+    if getattr(args, "eager_aligned_batching", False):
+        info.update(eager_batching="aligned", eager_stream_columns=_aligned_columns(
+            kept, args.batch_tokens))
+    else:
+        info.update(eager_batching="per-sentence", eager_batch_sentences=batch_size)
+    print(f"eager data: {len(kept)} pairs kept, {len(id_pairs) - len(kept)} dropped as "
+          f"longer than {args.max_length} steps; epsilon proportion "
+          f"{epsilon['proportion']:.2%} ({epsilon['epsilons']} of {epsilon['tokens']} "
+          f"target tokens); eflomal links cached in {cache_dir}")
+    return kept, len(id_pairs) - len(kept), batch_size, info
+
+
+def _aligned_columns(id_pairs, batch_tokens):
+    """Columns of the aligned stream: ``batch_tokens // bptt`` (at most the corpus tokens)."""
+    from keras_attn_zoo.data.eager import DEFAULT_BPTT
+
+    total = sum(len(target) for _, target in id_pairs)
+    return max(1, min(batch_tokens // DEFAULT_BPTT, total))
+
+
+def _train_eager_aligned(model, optimizer, id_pairs, args, budget):
+    """``--eager-aligned-batching``: the paper's aligned stream, LSTM state carried.
+
+    Uses ``train_on_aligned_stream`` (truncated BPTT of ``DEFAULT_BPTT`` steps,
+    gradient clipping 0.25) with ``--batch-tokens // bptt`` columns, one call
+    per epoch, so ``--epochs``, ``--max-steps`` and the time budget (checked
+    between windows) apply. Single device only, and without the ``Trainer``'s
+    checkpoints, resumption and TensorBoard logs.
+    """
+    from keras_attn_zoo.data.eager import DEFAULT_BPTT
+    from keras_attn_zoo.data.eager import make_aligned_stream_dataset
+    from keras_attn_zoo.models.eager_translator import train_on_aligned_stream
+    from keras_attn_zoo.training.trainer import TrainingSummary
+
+    columns = _aligned_columns(id_pairs, args.batch_tokens)
+    start = time.monotonic()
+    losses, tokens, epochs_completed = [], 0, 0
+
+    def over_time():
+        return budget is not None and time.monotonic() - start >= budget
+
+    while args.epochs is None or epochs_completed < args.epochs:
+        remaining = None if args.max_steps is None else args.max_steps - len(losses)
+        if (remaining is not None and remaining <= 0) or over_time():
+            break
+        finished = []
+        stream = make_aligned_stream_dataset(id_pairs, columns, DEFAULT_BPTT)
+
+        def windows():
+            nonlocal tokens
+            for inputs, labels in stream:
+                if over_time():
+                    return
+                tokens += int(labels.shape[0] * labels.shape[1])
+                yield inputs, labels
+            finished.append(True)
+
+        epoch_losses = train_on_aligned_stream(
+            model, optimizer, windows(), epochs=1, max_steps=remaining,
+            label_smoothing=args.label_smoothing)
+        losses += epoch_losses
+        if not finished or not epoch_losses:
+            break
+        epochs_completed += 1
+    seconds = time.monotonic() - start
+    return TrainingSummary(
+        steps=len(losses), epochs_completed=epochs_completed, train_seconds=seconds,
+        target_tokens=tokens, target_tokens_per_second=tokens / max(seconds, 1e-9),
+        final_loss=losses[-1] if losses else float("nan"), resumed_from_step=0)
+
+
 def training_run(args):
     """Trains, evaluates and exports as the recipe's flags say; returns results."""
     name = run_name(args)
@@ -85,7 +191,7 @@ def training_run(args):
     log_dir = pathlib.Path(args.log_dir or output_dir / "logs")
     export_base = pathlib.Path(args.export_dir or pathlib.Path("saved_models") / name)
     output_dir.mkdir(parents=True, exist_ok=True)
-    keras.utils.set_random_seed(args.seed)
+    seed_everything(args.seed)
     keras.mixed_precision.set_global_policy(MIXED_PRECISION_POLICIES[args.mixed_precision])
 
     corpus = load_corpus(args)
@@ -97,22 +203,37 @@ def training_run(args):
 
     strategy = select_strategy(args.strategy)
     chief = is_chief(strategy)
-    _, stats = zoo_data.make_dataset(
-        corpus.train, tokenizer, batch_tokens=args.batch_tokens,
-        max_length=args.max_length, seed=args.seed,
-    )
-    print(f"pipeline: {stats.kept} pairs kept, {stats.dropped_too_long} dropped as longer "
-          f"than {args.max_length} pieces; {stats.target_tokens} target tokens per epoch")
+    eager = args.model == EAGER_MODEL
+    eager_info = {}
+    if eager:
+        from keras_attn_zoo.data.eager import eager_vocabulary_size
+        from keras_attn_zoo.data.eager import make_eager_dataset
 
-    def make_epoch_dataset(epoch):
-        dataset, _ = zoo_data.make_dataset(
+        eager_pairs, dropped_too_long, eager_batch, eager_info = _eager_training_pairs(
+            args, corpus, tokenizer, output_dir)
+        model_vocab = eager_vocabulary_size(vocab)  # + start, epsilon, source pad
+
+        def make_epoch_dataset(epoch):
+            return make_eager_dataset(eager_pairs, eager_batch, seed=args.seed + epoch)
+    else:
+        _, stats = zoo_data.make_dataset(
             corpus.train, tokenizer, batch_tokens=args.batch_tokens,
-            max_length=args.max_length, seed=args.seed + epoch,
+            max_length=args.max_length, seed=args.seed,
         )
-        return dataset
+        print(f"pipeline: {stats.kept} pairs kept, {stats.dropped_too_long} dropped as "
+              f"longer than {args.max_length} pieces; {stats.target_tokens} target tokens "
+              "per epoch")
+        dropped_too_long, model_vocab = stats.dropped_too_long, vocab
+
+        def make_epoch_dataset(epoch):
+            dataset, _ = zoo_data.make_dataset(
+                corpus.train, tokenizer, batch_tokens=args.batch_tokens,
+                max_length=args.max_length, seed=args.seed + epoch,
+            )
+            return dataset
 
     with strategy.scope():
-        model = build_model(args.model, vocab, preset=args.preset)
+        model = build_model(args.model, model_vocab, preset=args.preset)
         optimizer = keras.optimizers.Adam(
             InverseSquareRootSchedule(args.learning_rate, args.warmup_steps),
             beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=None,
@@ -122,21 +243,26 @@ def training_run(args):
     params = model.count_params()
     print(f"model: {args.model} preset {args.preset}, {params:,} parameters")
 
-    trainer = Trainer(
-        model, optimizer, strategy,
-        label_smoothing=args.label_smoothing,
-        checkpoint_dir=str(output_dir / "checkpoints"),
-        log_dir=str(log_dir),
-        checkpoint_every=args.checkpoint_every,
-        callbacks=[] if getattr(args, "no_monitoring", False) else default_callbacks(
-            model, tokenizer, corpus.valid, every=getattr(args, "eval_every", 500),
-            beam_size=args.beam_size, length_penalty=args.length_penalty),
-    )
     budget = None if args.time_budget_minutes is None else args.time_budget_minutes * 60
-    summary = trainer.train(
-        make_epoch_dataset, epochs=args.epochs, max_steps=args.max_steps,
-        time_budget_seconds=budget, verbose=0 if args.quiet else 1,
-    )
+    if eager and getattr(args, "eager_aligned_batching", False):
+        if strategy.num_replicas_in_sync > 1:
+            raise SystemExit("--eager-aligned-batching trains on one device only.")
+        summary = _train_eager_aligned(model, optimizer, eager_pairs, args, budget)
+    else:
+        trainer = Trainer(
+            model, optimizer, strategy,
+            label_smoothing=args.label_smoothing,
+            checkpoint_dir=str(output_dir / "checkpoints"),
+            log_dir=str(log_dir),
+            checkpoint_every=args.checkpoint_every,
+            callbacks=[] if getattr(args, "no_monitoring", False) else default_callbacks(
+                model, tokenizer, corpus.valid, every=getattr(args, "eval_every", 500),
+                beam_size=args.beam_size, length_penalty=args.length_penalty),
+        )
+        summary = trainer.train(
+            make_epoch_dataset, epochs=args.epochs, max_steps=args.max_steps,
+            time_budget_seconds=budget, verbose=0 if args.quiet else 1,
+        )
     print(f"trained {summary.steps} steps in {summary.train_seconds:.0f} s "
           f"({summary.target_tokens_per_second:.0f} target tokens/s)")
 
@@ -152,10 +278,11 @@ def training_run(args):
         "train_target_tokens_per_second": round(summary.target_tokens_per_second, 1),
         "final_loss": summary.final_loss,
         "resumed_from_step": summary.resumed_from_step,
-        "pairs_dropped_too_long": stats.dropped_too_long,
+        "pairs_dropped_too_long": dropped_too_long,
         "log_dir": str(log_dir),
         "export_path": None,
         "results_path": str(output_dir / "results.json"),
+        **eager_info,
     }
     if not chief:
         return results

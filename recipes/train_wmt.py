@@ -10,6 +10,7 @@ test sentences, and a SavedModel export under `saved_models/`.
     python recipes/train_wmt.py --data tfds:wmt14_translate/de-en --preset base
     python recipes/train_wmt.py --data files --train-src train.de --train-tgt train.en \
         --valid-src dev.de --valid-tgt dev.en --test-src test.de --test-tgt test.en
+    python recipes/train_wmt.py --model eager_translator --preset small  # Press & Smith
 
 A killed run restarted with the same command resumes from its last checkpoint.
 """
@@ -72,6 +73,10 @@ def parse_args(argv=None):
     p.add_argument("--no-monitoring", action="store_true",
                    help="no dev evaluation, attention images, gate or kappa/alpha "
                         "summaries during training (the loss scalars stay)")
+    p.add_argument("--eager-aligned-batching", action="store_true",
+                   help="eager_translator only: train on the paper's aligned stream "
+                        "(LSTM state carried across BPTT windows) instead of "
+                        "per-sentence batches; one device, no checkpoints")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-export", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bar")

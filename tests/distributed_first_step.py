@@ -19,6 +19,7 @@ import numpy as np  # noqa: E402
 
 from keras_attn_zoo.models import transformer  # noqa: E402
 from keras_attn_zoo.training import Trainer  # noqa: E402
+from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
 
 
 def one_step(strategy, initial_weights, inputs, labels):
@@ -34,7 +35,7 @@ def one_step(strategy, initial_weights, inputs, labels):
 
 
 def main():
-    keras.utils.set_random_seed(0)
+    seed_everything(0)
     reference = transformer(64, preset="tiny")
     weights = reference.get_weights()
     rng = np.random.default_rng(0)

@@ -4,8 +4,6 @@ Each takes a built model with the zoo's inputs `{"source_ids", "target_ids"}`
 and raises an AssertionError naming what broke.
 """
 
-import random
-
 import keras
 import numpy as np
 
@@ -86,17 +84,6 @@ def check_cached_decoding(model, batch):
     diff = np.abs(stepped[real] - reference[real]).max()
     assert diff < ATOL, f"cached decoding differs from the full pass by {diff}"
 
-
-
-def seed_everything_but_tensorflow(seed=0):
-    """Seeds Keras' initializers and dropout (they draw from Python's `random`).
-
-    Not `keras.utils.set_random_seed`: its `tf.random.set_seed` clears the
-    eager kernel cache, which drops the SentencePiece resource of an already
-    loaded tokenizer, and `make_dataset` then fails with NotFoundError.
-    """
-    random.seed(seed)
-    np.random.seed(seed)
 
 
 def check_beam_search(model, batch):

@@ -21,10 +21,11 @@ import numpy as np  # noqa: E402
 from keras_attn_zoo.models import transformer  # noqa: E402
 from keras_attn_zoo.training import Trainer  # noqa: E402
 from keras_attn_zoo.training.strategy import is_chief  # noqa: E402
+from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
 
 
 def main(checkpoint_dir, steps):
-    keras.utils.set_random_seed(0)
+    seed_everything(0)
     rng = np.random.default_rng(0)
     source = rng.integers(4, 64, (64, 9)).astype("int32")
     target = rng.integers(4, 64, (64, 8)).astype("int32")

@@ -18,6 +18,7 @@ from keras_attn_zoo.models.baselines import hard_coded_transformer
 from keras_attn_zoo.models.baselines import synthesizer_transformer
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.transformer import transformer
+from keras_attn_zoo.training.seeding import seed_everything
 from tests import model_checks
 from tests.test_ran import MAX_LENGTH
 
@@ -30,7 +31,7 @@ BUILDERS = {
 
 @pytest.fixture(scope="module", params=sorted(BUILDERS))
 def model(request):
-    model_checks.seed_everything_but_tensorflow(2)
+    seed_everything(2)
     return BUILDERS[request.param](VOCAB, preset="tiny", max_length=MAX_LENGTH)
 
 
@@ -62,7 +63,7 @@ def test_beam_search_returns_finite_scores(model, batch):
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_short_training_lowers_the_loss(name, tiny_parallel_corpus, tiny_tokenizer):
-    model_checks.seed_everything_but_tensorflow(0)
+    seed_everything(0)
     model = BUILDERS[name](zoo_data.vocabulary_size(tiny_tokenizer), preset="tiny",
                            max_length=MAX_LENGTH)
     model_checks.check_training_lowers_the_loss(model, tiny_parallel_corpus, tiny_tokenizer)

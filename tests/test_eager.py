@@ -31,6 +31,7 @@ from keras_attn_zoo.models.eager_translator import (
     eager_translator,
     train_on_aligned_stream,
 )
+from keras_attn_zoo.training.seeding import seed_everything
 from tests import model_checks
 
 VOCAB = 40  # ids 37, 38, 39 = start, ε, source pad
@@ -131,7 +132,7 @@ def test_epsilon_statistics_skip_start_and_final_padding():
 
 @pytest.fixture(scope="module")
 def model():
-    keras.utils.set_random_seed(0)
+    seed_everything(0)
     return eager_translator(VOCAB, preset="tiny")
 
 
@@ -211,7 +212,7 @@ def test_presets_and_bad_arguments():
 
 
 def biased_model(epsilon_bias=0.0, eos_bias=0.0, seed=0):
-    keras.utils.set_random_seed(seed)
+    seed_everything(seed)
     biased = eager_translator(VOCAB, preset="tiny")
     bias = np.zeros(VOCAB, "float32")
     bias[EPS], bias[EOS] = epsilon_bias, eos_bias
@@ -346,7 +347,7 @@ def test_training_lowers_the_loss(id_pairs, tiny_tokenizer):
     from keras_attn_zoo.training import Trainer
 
     size = eager_data.eager_vocabulary_size(vocabulary_size(tiny_tokenizer))
-    keras.utils.set_random_seed(1)
+    seed_everything(1)
     model = eager_translator(size, preset="tiny", start_pads=2)
     trainer = Trainer(model, keras.optimizers.Adam(0.02), label_smoothing=0.0,
                       checkpoint_every=0)

@@ -239,6 +239,7 @@ RESEED_SCRIPT = textwrap.dedent(r"""
     from keras_attn_zoo.data.vocabulary import load_tokenizer, train_sentencepiece
     from keras_attn_zoo.export import Translator
     from keras_attn_zoo.models import transformer
+    from tests.tiny_export import synthetic_pairs
 
     path = train_sentencepiece(synthetic_pairs(), sys.argv[2], vocab_size=60)
     tokenizer = load_tokenizer(path)

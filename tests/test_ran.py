@@ -21,6 +21,7 @@ from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.ran_transformer import ran_transformer
 from keras_attn_zoo.models.seq2seq_transformer import DECODER_SELF
 from keras_attn_zoo.models.transformer import transformer
+from keras_attn_zoo.training.seeding import seed_everything
 from tests import model_checks
 
 VOCAB = 60
@@ -32,7 +33,7 @@ MAX_LENGTH = 32
 
 @pytest.fixture(scope="module", params=["encoder", "decoder", "all"])
 def model(request):
-    model_checks.seed_everything_but_tensorflow(1)
+    seed_everything(1)
     return ran_transformer(VOCAB, preset="tiny", apply_to=request.param,
                            max_length=MAX_LENGTH)
 
@@ -65,7 +66,7 @@ def test_beam_search_returns_finite_scores(model, batch):
 
 @pytest.mark.parametrize("apply_to", ["encoder", "decoder", "all"])
 def test_short_training_lowers_the_loss(apply_to, tiny_parallel_corpus, tiny_tokenizer):
-    model_checks.seed_everything_but_tensorflow(0)
+    seed_everything(0)
     model = ran_transformer(zoo_data.vocabulary_size(tiny_tokenizer), preset="tiny",
                             apply_to=apply_to, max_length=MAX_LENGTH)
     model_checks.check_training_lowers_the_loss(model, tiny_parallel_corpus, tiny_tokenizer)

@@ -16,6 +16,7 @@ from keras_attn_zoo.training import InverseSquareRootSchedule
 from keras_attn_zoo.training import LabelSmoothedCrossEntropy
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training import token_loss_sum
+from keras_attn_zoo.training.seeding import seed_everything
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -58,7 +59,7 @@ def ding_sample(tmp_path_factory):
     """Real Ding sentences and a small SentencePiece model trained on them."""
     # Seed first: tf.random.set_seed clears TF's kernel cache, which drops the
     # SentencePiece resource of any tokenizer created before it.
-    keras.utils.set_random_seed(0)
+    seed_everything(0)
     pairs = zoo_data.ding_corpus("train", "sentences")[:3000]
     path = tmp_path_factory.mktemp("ding") / "vocab.model"
     zoo_data.train_sentencepiece(pairs, path, vocab_size=1000)

@@ -45,6 +45,7 @@ DEFAULT_LIMITS = dict(
     max_text_chars=10_000,
     max_beam_size=16,
 )
+MAX_DRAIN_BYTES = 64 << 20
 STATIC_PAGE = pathlib.Path(__file__).with_name("static") / "index.html"
 
 
@@ -269,8 +270,15 @@ def make_handler(runner, name, limits):
                 raise BadRequest("a Content-Length header is required.",
                                  HTTPStatus.LENGTH_REQUIRED)
             if int(length) > limits["max_request_bytes"]:
-                # Refuse before reading: the body is never buffered.
+                # Refuse without buffering the body, but read it off the socket
+                # (up to a bound) so the client sees the answer, not a reset.
                 self.close_connection = True
+                remaining = min(int(length), MAX_DRAIN_BYTES)
+                while remaining > 0:
+                    chunk = self.rfile.read(min(remaining, 1 << 16))
+                    if not chunk:
+                        break
+                    remaining -= len(chunk)
                 raise BadRequest(
                     f"request body of {length} bytes is over the limit of "
                     f"{limits['max_request_bytes']} bytes.", HTTPStatus.REQUEST_ENTITY_TOO_LARGE)

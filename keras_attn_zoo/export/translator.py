@@ -96,8 +96,8 @@ class Translator(tf.Module):
 
     Args:
         model: a zoo model (step protocol: ``encode``, ``initial_state``,
-            ``decode_step``). If it has a ``logits_processor`` attribute that is not
-            None, the search uses it.
+            ``decode_step``); see "Model hooks" below for the optional attributes
+            a model may define to change the search or its output.
         tokenizer: the SentencePiece vocabulary: a keras_hub
             ``SentencePieceTokenizer`` (``keras_attn_zoo.data.load_tokenizer``), a
             ``.model`` path or the model's bytes. It must use the zoo's special ids.
@@ -108,6 +108,27 @@ class Translator(tf.Module):
         max_input_length: longest accepted source in tokens (pieces + EOS);
             default 1024 or the model's ``max_length`` if smaller. Longer inputs are
             an error, never truncated.
+
+    Model hooks (all optional; a model without them gets the plain beam search):
+
+    * ``logits_processor``: an attribute (or property) that is not None: passed to
+      ``beam_search`` as its ``logits_processor`` (model-specific decoding rules).
+    * ``clean_output(ids, lengths, alignment) -> (ids, lengths, alignment)``:
+      called on the best hypothesis of each sentence (``ids`` int32 [B, T] without
+      BOS/EOS, 0-padded beyond ``lengths`` int32 [B]; ``alignment`` float32
+      [B, T, S], row t belonging to ``ids[:, t]``) before anything is returned or
+      detokenized; it removes model-specific tokens that are not SentencePiece
+      pieces (for example the eager translator's start, epsilon and source-pad
+      tokens). It must drop the same rows of ``alignment`` as of ``ids`` (so
+      row t still labels output piece t), keep the 0-padding convention and use
+      graph-compatible core TensorFlow ops only (it runs inside
+      ``translate_ids``). The returned ``lengths`` count the kept pieces; the
+      score stays the search's, whose length penalty counted every generated
+      token.
+    * ``extra_token_count`` (int, default 0): ids the model has beyond the
+      SentencePiece vocabulary (appended after it); the translator checks
+      ``zoo_config["vocabulary_size"] == tokenizer size + extra_token_count``.
+      Such ids never reach the tokenizer: ``clean_output`` must remove them.
 
     Example:
     ```python
@@ -127,9 +148,11 @@ class Translator(tf.Module):
         self.proto = _proto_bytes(tokenizer)
         self.vocabulary_size = int(self._sentencepiece().vocab_size())
         model_vocabulary = getattr(model, "zoo_config", {}).get("vocabulary_size")
-        if model_vocabulary is not None and model_vocabulary != self.vocabulary_size:
+        extra = int(getattr(model, "extra_token_count", 0) or 0)
+        if model_vocabulary is not None and model_vocabulary != self.vocabulary_size + extra:
+            plus = f" + {extra} model-specific ids" if extra else ""
             raise ValueError(
-                f"The tokenizer has {self.vocabulary_size} pieces but the model's "
+                f"The tokenizer has {self.vocabulary_size} pieces{plus} but the model's "
                 f"vocabulary_size is {model_vocabulary}; export the vocabulary the model "
                 "was trained with."
             )
@@ -198,13 +221,17 @@ class Translator(tf.Module):
             return tf.gather(tf.concat([values, zero_row], axis=0), slot)
 
         ids = result["ids"][:, 0]
+        lengths = result["lengths"][:, 0]
         if "alignment" in result:
             alignment = result["alignment"][:, 0]
         else:  # models without an attention state still give the output
             alignment = tf.zeros([tf.size(rows), tf.shape(ids)[1], width], tf.float32)
+        clean_output = getattr(self.model, "clean_output", None)
+        if clean_output is not None:  # model-specific tokens out (see the hooks)
+            ids, lengths, alignment = clean_output(ids, lengths, alignment)
         output = {
             "ids": expand(ids),
-            "lengths": expand(result["lengths"][:, 0]),
+            "lengths": expand(lengths),
             "scores": expand(result["scores"][:, 0]),
             "alignment": expand(alignment),
         }
@@ -225,7 +252,8 @@ class Translator(tf.Module):
                 ``ceil(a * source_tokens + b)``.
 
         Returns:
-            ``ids`` int32 [B, T] (no BOS/EOS, 0-padded), ``lengths`` int32 [B],
+            ``ids`` int32 [B, T] (no BOS/EOS, 0-padded; model-specific tokens
+            removed by the model's ``clean_output`` hook), ``lengths`` int32 [B],
             ``scores`` float32 [B], ``alignment`` float32 [B, T, S'] where S' is S
             without the all-padding columns.
         """

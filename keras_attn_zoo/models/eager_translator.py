@@ -36,12 +36,21 @@ and its EOS log-probability is returned in ``state["eos_log_prob"]``. The
 processor scores a target EOS with it and every other token with the
 pad-reading logits, so a hypothesis chooses at each step ``t >= n`` between
 ending (source EOS read) and one more injected source pad, up to N pads.
+
+Export (``keras_attn_zoo.export.Translator`` hooks): the model exposes
+``logits_processor`` (the decoding rules above with the paper's defaults),
+``clean_output`` (drops start, ε and source-pad tokens from the search output,
+with the matching alignment rows) and ``extra_token_count = 3`` (the ids
+appended after the SentencePiece vocabulary), so ``Translator`` and
+``export_saved_model`` work on it as on any zoo model:
+``Translator.translate_texts`` gives what ``eager_translate``, then
+``strip_eager_tokens`` and detokenization give (with the same beam options).
 """
 
 import keras
 from keras import ops
 
-from keras_attn_zoo.data.vocabulary import EOS_ID, PAD_ID
+from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from keras_attn_zoo.models.presets import resolve_preset
 
 # The paper's dropouts are those of its published training command (AWD-LSTM
@@ -212,6 +221,14 @@ class EagerLSTMTranslator(keras.Model):
     The reference code's weight drop (DropConnect on the recurrent weights)
     was off in the paper's runs and is not implemented.
 
+    ``Translator`` hooks (see ``keras_attn_zoo.export.Translator``):
+    ``logits_processor`` (the eager decoding rules, paper defaults),
+    ``clean_output`` and ``extra_token_count``. The search state's
+    ``"attention"`` is not attention (the model has none) but a hard one-hot of
+    the source position read at each step (the source EOS position for the
+    steps after it), so the exported ``alignment`` shows which source token
+    was being read when each target piece was written.
+
     Example:
     >>> model = eager_translator(1003, preset="tiny")
     >>> ids = np.array([[10, 11, 3]], "int32")
@@ -296,6 +313,76 @@ class EagerLSTMTranslator(keras.Model):
         self.layer_drops = layer_drops
         self.combiner = combiner
         self.combiner_drop = combiner_drop
+
+    # ---- Translator / export hooks ---------------------------------------------------------
+
+    # start, ε and source pad: the ids appended after the SentencePiece vocabulary
+    # (``data.eager.eager_vocabulary_size``); ``Translator`` checks the vocabulary with it.
+    extra_token_count = 3
+
+    @property
+    def logits_processor(self):
+        """The eager decoding rules with the paper's defaults, built once.
+
+        ``eager_processor_for(self)``: start pads = the model's ``start_pads``,
+        ε limit 3, source padding injection 4 (``decoding.eager_processor``).
+        ``Translator`` and ``export_saved_model`` pass it to ``beam_search``;
+        for other values call ``eager_processor_for(model, ...)`` directly.
+        """
+        processor = self.__dict__.get("_eager_logits_processor")
+        if processor is None:
+            from keras_attn_zoo.decoding.eager_processor import eager_processor_for
+
+            processor = eager_processor_for(self)
+            # Straight into __dict__: a plain cache, not state for Keras to track.
+            self.__dict__["_eager_logits_processor"] = processor
+        return processor
+
+    def clean_output(self, ids, lengths, alignment=None):
+        """Removes start, ε and source-pad tokens (and PAD/BOS) from search output.
+
+        The graph version of ``strip_eager_tokens`` (core TensorFlow ops only, so
+        ``Translator.translate_ids`` stays free of tensorflow-text ops): the kept
+        tokens move to the front in their order, the rest is 0-padded and the
+        width trimmed to the longest kept row; tokens at or after ``lengths``
+        or from an EOS on are dropped too.
+
+        Args:
+            ids: int32 ``[B, T]``, a search's best hypotheses (no BOS/EOS, 0-padded).
+            lengths: int32 ``[B]``, tokens per row.
+            alignment: optional float32 ``[B, T, S]``, row t belonging to
+                ``ids[:, t]``: its rows are filtered and moved exactly as the ids
+                (kept rows keep their one-hot source position; rows beyond the
+                new lengths are 0).
+
+        Returns:
+            ``(ids [B, T'], lengths [B], alignment [B, T', S] or None)``.
+        """
+        import tensorflow as tf
+
+        ids = tf.convert_to_tensor(ids, tf.int32)
+        lengths = tf.cast(lengths, tf.int32)
+        width = tf.shape(ids)[1]
+        positions = tf.range(width)[tf.newaxis, :]
+        removed = tf.constant(
+            sorted(set(self.special_ids.values()) | {PAD_ID, BOS_ID}), tf.int32)
+        is_removed = tf.reduce_any(tf.equal(ids[:, :, tf.newaxis], removed), axis=-1)
+        before_eos = tf.equal(
+            tf.cumsum(tf.cast(tf.equal(ids, EOS_ID), tf.int32), axis=1), 0)
+        keep = tf.logical_and(tf.less(positions, lengths[:, tf.newaxis]), before_eos)
+        keep = tf.logical_and(keep, tf.logical_not(is_removed))
+        new_lengths = tf.reduce_sum(tf.cast(keep, tf.int32), axis=1)
+        new_width = tf.reduce_max(tf.concat([new_lengths, [0]], axis=0))
+        # Kept positions first, in their order (the sort keys are distinct).
+        order = tf.argsort(tf.where(keep, positions, positions + width), axis=1)
+        order = order[:, :new_width]
+        valid = tf.less(tf.range(new_width)[tf.newaxis, :], new_lengths[:, tf.newaxis])
+        new_ids = tf.where(valid, tf.gather(ids, order, batch_dims=1), PAD_ID)
+        if alignment is None:
+            return new_ids, new_lengths, None
+        moved = tf.gather(tf.convert_to_tensor(alignment), order, batch_dims=1)
+        new_alignment = tf.where(valid[:, :, tf.newaxis], moved, tf.zeros_like(moved))
+        return new_ids, new_lengths, new_alignment
 
     # ---- stateful forward pass (aligned batching) ------------------------------------------
 

@@ -4,6 +4,7 @@ from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.losses import LabelSmoothedCrossEntropy
 from keras_attn_zoo.training.losses import token_loss_sum
 from keras_attn_zoo.training.schedules import InverseSquareRootSchedule
+from keras_attn_zoo.training.seeding import seed_everything
 from keras_attn_zoo.training.strategy import select_strategy
 from keras_attn_zoo.training.trainer import Trainer
 from keras_attn_zoo.training.trainer import TrainingSummary
