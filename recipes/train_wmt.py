@@ -51,7 +51,7 @@ def parse_args(argv=None):
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--learning-rate", type=float, default=1e-3,
                    help="peak learning rate after warm-up")
-    p.add_argument("--warmup-steps", type=int, default=400)
+    p.add_argument("--warmup-steps", type=int, default=150)
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--strategy", default="auto",
                    help="auto | default | mirrored | multi_worker")
