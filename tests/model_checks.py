@@ -9,6 +9,7 @@ import numpy as np
 
 from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo.decoding import beam_search
+from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.training import Trainer
 
 ATOL = 1e-4
@@ -85,7 +86,6 @@ def check_cached_decoding(model, batch):
     assert diff < ATOL, f"cached decoding differs from the full pass by {diff}"
 
 
-
 def check_beam_search(model, batch):
     """Beam search runs eagerly and returns finite scores and sane lengths."""
     result = beam_search(model, batch["source_ids"], beam_size=3, max_length_a=1.0,
@@ -115,3 +115,56 @@ def check_training_lowers_the_loss(model, corpus, tokenizer, steps=20, max_lengt
     trainer.callbacks.append(Record())
     trainer.train(lambda epoch: dataset, max_steps=steps, verbose=0)
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5, losses
+
+
+def transformer_parameters(vocabulary_size, preset):
+    """`transformer(vocabulary_size, preset=preset)`'s exact parameter count.
+
+    Shared embeddings + per-layer attention, FFN and layer norms (checked
+    against the model by tests/test_transformer.py).
+    """
+    p = TRANSFORMER_PRESETS[preset]
+    d, f = p["model_dim"], p["intermediate_dim"]
+    attention = 4 * (d * d + d)
+    ffn = d * f + f + f * d + d
+    encoder_layer = attention + ffn + 2 * 2 * d
+    decoder_layer = 2 * attention + ffn + 3 * 2 * d
+    return (vocabulary_size * d + p["num_encoder_layers"] * encoder_layer
+            + p["num_decoder_layers"] * decoder_layer)
+
+
+class ModelContract:
+    """The model contract as pytest tests, for a model's test module to inherit.
+
+    The module defines `model` (parametrised over its variants) and `batch`
+    fixtures and a `Test...(model_checks.ModelContract)` class; each check
+    above then runs as its own test for every variant. `keras_file` names the
+    saved file; override `check_restored` for model-specific checks on the
+    reloaded model (its config is always compared).
+    """
+
+    keras_file = "m.keras"
+
+    def test_decoder_is_causal(self, model, batch):
+        check_causality(model, batch)
+
+    def test_padding_does_not_change_real_tokens(self, model, batch):
+        check_padding_invariance(model, batch)
+
+    def test_cached_decoding_equals_full_pass(self, model, batch):
+        check_cached_decoding(model, batch)
+
+    def test_keras_file_round_trip(self, model, batch, tmp_path):
+        restored = check_keras_round_trip(model, batch, tmp_path / self.keras_file)
+        assert restored.get_config() == model.get_config()
+        self.check_restored(model, restored)
+
+    def check_restored(self, model, restored):
+        """Hook: further checks of a reloaded `.keras` model."""
+
+
+class ModelContractWithBeamSearch(ModelContract):
+    """`ModelContract` plus `check_beam_search`."""
+
+    def test_beam_search_returns_finite_scores(self, model, batch):
+        check_beam_search(model, batch)

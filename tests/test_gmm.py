@@ -14,7 +14,6 @@ from keras_attn_zoo.layers.gaussian_mixture_cross_attention import (
 )
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.models.gmm_transformer import gmm_transformer
-from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.transformer import transformer
 from keras_attn_zoo.training import Trainer
 from tests import model_checks
@@ -245,21 +244,16 @@ def batch():
     return model_checks.random_batch(VOCAB)
 
 
-def test_model_is_causal_and_ignores_padding(model, batch):
-    model_checks.check_causality(model, batch)
-    model_checks.check_padding_invariance(model, batch)
+class TestModelContract(model_checks.ModelContract):
+    """Causality, padding, cached decoding and a `.keras` round trip that
+    keeps the GMM cross-attention and its normalisation."""
 
+    keras_file = "gmm.keras"
 
-def test_cached_decoding_equals_full_pass(model, batch):
-    model_checks.check_cached_decoding(model, batch)
-
-
-def test_keras_file_round_trip(model, batch, tmp_path):
-    restored = model_checks.check_keras_round_trip(model, batch, tmp_path / "gmm.keras")
-    assert restored.get_config() == model.get_config()
-    layer = restored.decoder_blocks[0].cross_attention
-    assert isinstance(layer, GaussianMixtureCrossAttention)
-    assert layer.normalization == model.zoo_config["attention_options"]["normalization"]
+    def check_restored(self, model, restored):
+        layer = restored.decoder_blocks[0].cross_attention
+        assert isinstance(layer, GaussianMixtureCrossAttention)
+        assert layer.normalization == model.zoo_config["attention_options"]["normalization"]
 
 
 def test_beam_search_runs(model, batch):
@@ -295,18 +289,6 @@ def test_short_training_lowers_the_loss(normalization, tiny_parallel_corpus, tin
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5, losses
 
 
-def transformer_parameters(vocabulary_size, preset):
-    """`transformer(...)`'s exact count (checked by tests/test_transformer.py)."""
-    p = TRANSFORMER_PRESETS[preset]
-    d, f = p["model_dim"], p["intermediate_dim"]
-    attention = 4 * (d * d + d)
-    ffn = d * f + f + f * d + d
-    encoder_layer = attention + ffn + 2 * 2 * d
-    decoder_layer = 2 * attention + ffn + 3 * 2 * d
-    return (vocabulary_size * d + p["num_encoder_layers"] * encoder_layer
-            + p["num_decoder_layers"] * decoder_layer)
-
-
 def test_base_adds_about_0_1m_parameters():
     """Paper Table 2: Transformer-base 63.1M -> 63.2M.
 
@@ -318,11 +300,11 @@ def test_base_adds_about_0_1m_parameters():
     model costs ~6 s on the test machine.)
     """
     difference = (gmm_transformer(32000, preset="base").count_params()
-                  - transformer_parameters(32000, "base"))
+                  - model_checks.transformer_parameters(32000, "base"))
     assert difference == 6 * ffn_parameters(64, 4) == 104_910
     assert 80_000 <= difference <= 130_000
     tiny = transformer(VOCAB, preset="tiny")
-    assert tiny.count_params() == transformer_parameters(VOCAB, "tiny")
+    assert tiny.count_params() == model_checks.transformer_parameters(VOCAB, "tiny")
 
 
 def test_gmm_layers_only_change_the_chosen_layers(batch):

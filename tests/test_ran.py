@@ -1,8 +1,4 @@
-"""Recurrent Attention (RAN): the recurrence, masking, decoding, limits, sizes.
-
-Also holds the model-level checks shared with `test_baselines.py`
-(`check_beam_search`, `check_training_lowers_the_loss`).
-"""
+"""Recurrent Attention (RAN): the recurrence, masking, decoding, limits, sizes."""
 
 import functools
 
@@ -43,25 +39,8 @@ def batch():
     return model_checks.random_batch(VOCAB)
 
 
-def test_decoder_is_causal(model, batch):
-    model_checks.check_causality(model, batch)
-
-
-def test_padding_does_not_change_real_tokens(model, batch):
-    model_checks.check_padding_invariance(model, batch)
-
-
-def test_cached_decoding_equals_full_pass(model, batch):
-    model_checks.check_cached_decoding(model, batch)
-
-
-def test_keras_file_round_trip(model, batch, tmp_path):
-    restored = model_checks.check_keras_round_trip(model, batch, tmp_path / "m.keras")
-    assert restored.get_config() == model.get_config()
-
-
-def test_beam_search_returns_finite_scores(model, batch):
-    model_checks.check_beam_search(model, batch)
+class TestModelContract(model_checks.ModelContractWithBeamSearch):
+    """Causality, padding, cached decoding, `.keras` round trip, beam search."""
 
 
 @pytest.mark.parametrize("apply_to", ["encoder", "decoder", "all"])

@@ -26,21 +26,8 @@ def test_output_is_float32_logits(model, batch):
     assert np.isfinite(out).all()
 
 
-def test_decoder_is_causal(model, batch):
-    model_checks.check_causality(model, batch)
-
-
-def test_padding_does_not_change_real_tokens(model, batch):
-    model_checks.check_padding_invariance(model, batch)
-
-
-def test_cached_decoding_equals_full_pass(model, batch):
-    model_checks.check_cached_decoding(model, batch)
-
-
-def test_keras_file_round_trip(model, batch, tmp_path):
-    restored = model_checks.check_keras_round_trip(model, batch, tmp_path / "m.keras")
-    assert restored.get_config() == model.get_config()
+class TestModelContract(model_checks.ModelContract):
+    """Causality, padding, cached decoding and `.keras` round trip."""
 
 
 def test_output_embedding_is_tied_and_tracked(batch):
@@ -57,19 +44,7 @@ def test_output_embedding_is_tied_and_tracked(batch):
 @pytest.mark.parametrize("preset", ["tiny", "small", "base"])
 def test_preset_parameter_counts_follow_the_formula(preset):
     """Shared embeddings + per-layer attention, FFN and layer norms."""
-    from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
-
-    p = TRANSFORMER_PRESETS[preset]
-    d, f = p["model_dim"], p["intermediate_dim"]
-    attention = 4 * (d * d + d)
-    ffn = d * f + f + f * d + d
-    encoder_layer = attention + ffn + 2 * 2 * d
-    decoder_layer = 2 * attention + ffn + 3 * 2 * d
-    formula = (
-        8000 * d
-        + p["num_encoder_layers"] * encoder_layer
-        + p["num_decoder_layers"] * decoder_layer
-    )
+    formula = model_checks.transformer_parameters(8000, preset)
     assert transformer(8000, preset=preset).count_params() == formula
 
 

@@ -201,29 +201,21 @@ def batch():
     return model_checks.random_batch(VOCAB)
 
 
-def test_decoder_is_causal(model, batch):
-    model_checks.check_causality(model, batch)
+class TestModelContract(model_checks.ModelContract):
+    """Causality, padding, cached decoding and a `.keras` round trip that
+    keeps the branch weights and the simplex constraint."""
 
+    keras_file = "w.keras"
 
-def test_padding_does_not_change_real_tokens(model, batch):
-    model_checks.check_padding_invariance(model, batch)
-
-
-def test_cached_decoding_equals_full_pass(model, batch):
-    model_checks.check_cached_decoding(model, batch)
-
-
-def test_keras_file_round_trip_keeps_the_constraint(model, batch, tmp_path):
-    restored = model_checks.check_keras_round_trip(model, batch, tmp_path / "w.keras")
-    assert restored.get_config() == model.get_config()
-    assert weighted_branch_weights(restored) == weighted_branch_weights(model)
-    projection = model.zoo_config["attention_options"]["weight_parameterization"]
-    for layer in restored.encoder_blocks:
-        constraint = layer.self_attention.kappa.constraint
-        if projection == "projection":
-            assert isinstance(constraint, SimplexProjection)
-        else:
-            assert constraint is None
+    def check_restored(self, model, restored):
+        assert weighted_branch_weights(restored) == weighted_branch_weights(model)
+        projection = model.zoo_config["attention_options"]["weight_parameterization"]
+        for layer in restored.encoder_blocks:
+            constraint = layer.self_attention.kappa.constraint
+            if projection == "projection":
+                assert isinstance(constraint, SimplexProjection)
+            else:
+                assert constraint is None
 
 
 def test_beam_search_runs(model, batch):

@@ -5,6 +5,7 @@ never overflows, and masked positions get a large *finite* negative so a fully
 masked row gives a uniform distribution instead of NaN.
 """
 
+import keras
 from keras import ops
 
 # Finite, representable in float32; scores are cast to float32 before masking.
@@ -66,3 +67,98 @@ def one_hot_write(buffer, step, update):
     selector = ops.cast(ops.equal(ops.arange(length), step), buffer.dtype)
     selector = ops.reshape(selector, (1, -1) + (1,) * (len(buffer.shape) - 2))
     return buffer * (1 - selector) + ops.cast(update, buffer.dtype) * selector
+
+
+def sequence_mask(query_length, key_length, key_mask=None, causal=False):
+    """The mask of a teacher-forced `call`, `[batch or 1, 1, queries or 1, keys]`.
+
+    Args:
+        query_length: number of queries `T`.
+        key_length: number of keys `S`.
+        key_mask: boolean `[B, S]`, `True` for real keys, or None.
+        causal: also hide keys after each query (decoder self-attention).
+    """
+    causal_part = causal_mask(query_length, key_length) if causal else None
+    return combine_key_mask(key_mask, causal_part)
+
+
+def write_self_attention_step(cache, step, updates):
+    """Causal self-attention at decoding time `step`: cache write + visible keys.
+
+    Args:
+        cache: dict of batch-first buffers `[B, max_length, ...]`.
+        step: the time index being decoded.
+        updates: dict naming this step's `[B, 1, ...]` entry for each buffer.
+
+    Returns:
+        `(cache, mask)`: the buffers of `updates`, each with its entry written
+        at `step` (`one_hot_write`), and a boolean `[1, 1, 1, max_length]`
+        mask that is `True` for steps `0..step`.
+    """
+    cache = {
+        name: one_hot_write(cache[name], step, update)
+        for name, update in updates.items()
+    }
+    length = ops.shape(next(iter(cache.values())))[1]
+    return cache, (ops.arange(length) <= step)[None, None, None, :]
+
+
+def attend_values(weights, values, dropout_layer, training=None):
+    """Attention-weighted sum of values, `[B, T, h, d_v]` in the values' dtype.
+
+    Args:
+        weights: float32 `[B, h, T, S]` attention weights.
+        values: `[B, S, h, d_v]` projected values.
+        dropout_layer: attention dropout, applied to the weights first.
+        training: Python bool, enables dropout.
+    """
+    dropped = dropout_layer(weights, training=training)
+    return ops.einsum("bhts,bshk->bthk", ops.cast(dropped, values.dtype), values)
+
+
+class HeadedAttention(keras.layers.Layer):
+    """Base of the zoo's multi-head attention layers: the arguments they share.
+
+    Stores `num_heads`, `key_dim`, `dropout` and `use_bias` (and returns them
+    from `get_config`) and creates the attention-dropout layer
+    `_dropout_layer`; `_build_output_projection(model_dim)` creates the
+    usual output projection from the concatenated heads. Subclasses add the
+    other projections and the protocol's `call` / `initial_cache` / `step`.
+
+    Args:
+        num_heads: number of attention heads `h`.
+        key_dim: size of each head.
+        dropout: dropout rate on the attention weights.
+        use_bias: whether the projections have biases.
+    """
+
+    def __init__(self, num_heads, key_dim, dropout=0.0, use_bias=True, **kwargs):
+        super().__init__(**kwargs)
+        self.num_heads = num_heads
+        self.key_dim = key_dim
+        self.dropout = dropout
+        self.use_bias = use_bias
+        self._dropout_layer = keras.layers.Dropout(dropout)
+
+    def _build_output_projection(self, model_dim):
+        """Creates and builds `output_projection`, heads `[h, key_dim]` -> `d`."""
+        self.output_projection = keras.layers.EinsumDense(
+            "bthk,hkd->btd",
+            output_shape=(None, model_dim),
+            bias_axes="d" if self.use_bias else None,
+            name="output",
+            dtype=self.dtype_policy,
+        )
+        self.output_projection.build((None, None, self.num_heads, self.key_dim))
+
+    def get_config(self):
+        config = super().get_config()
+        config.update(
+            {
+                "num_heads": self.num_heads,
+                "key_dim": self.key_dim,
+                "dropout": self.dropout,
+                "use_bias": self.use_bias,
+            }
+        )
+        return config

@@ -1,21 +1,16 @@
 """The Weighted Transformer's branched attention (attention + branch FFNs)."""
 
-import math
-
 import keras
 from keras import ops
 
-from keras_attn_zoo.layers.attention_utils import causal_mask
-from keras_attn_zoo.layers.attention_utils import combine_key_mask
-from keras_attn_zoo.layers.attention_utils import masked_softmax
-from keras_attn_zoo.layers.attention_utils import one_hot_write
+from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.training.simplex import SimplexProjection
 
 PARAMETERIZATIONS = ("projection", "softmax")
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class BranchedWeightedAttention(keras.layers.Layer):
+class BranchedWeightedAttention(MultiHeadAttention):
     """Branched attention of the Weighted Transformer (Ahmed et al., 2017).
 
     M branches (M = `num_heads`), each with its own query/key/value
@@ -30,6 +25,10 @@ class BranchedWeightedAttention(keras.layers.Layer):
     a Transformer's attention sublayer *and* its FFN sublayer: use it in a
     block with `use_feed_forward=False`; the block adds the residual and the
     layer norm around it. All branches run in one batched einsum each.
+
+    The attention itself, its masks and its decoding cache are those of
+    `MultiHeadAttention` (this class subclasses it, one branch per head):
+    only the output projection differs, replaced by the κ/FFN/α mixing above.
 
     κ and α are kept on the simplex by one of two parameterisations:
 
@@ -108,7 +107,7 @@ class BranchedWeightedAttention(keras.layers.Layer):
         min_branch_weight=0.0,
         **kwargs,
     ):
-        super().__init__(**kwargs)
+        super().__init__(num_heads, key_dim, dropout=dropout, use_bias=use_bias, **kwargs)
         if weight_parameterization not in PARAMETERIZATIONS:
             raise ValueError(
                 f"weight_parameterization must be one of {PARAMETERIZATIONS}, "
@@ -121,16 +120,11 @@ class BranchedWeightedAttention(keras.layers.Layer):
                 f"min_branch_weight={min_branch_weight} leaves no room on the "
                 f"simplex of {num_heads} branches (needs M * floor < 1)."
             )
-        self.num_heads = num_heads
-        self.key_dim = key_dim
         self.intermediate_dim = intermediate_dim
-        self.dropout = dropout
         self.feed_forward_dropout = feed_forward_dropout
         self.activation = activation
-        self.use_bias = use_bias
         self.weight_parameterization = weight_parameterization
         self.min_branch_weight = min_branch_weight
-        self._dropout_layer = keras.layers.Dropout(dropout)
         self._feed_forward_dropout_layer = keras.layers.Dropout(feed_forward_dropout)
 
     def build(self, query_shape, context_shape=None):
@@ -156,16 +150,10 @@ class BranchedWeightedAttention(keras.layers.Layer):
                 dtype=self.dtype_policy,
             )
 
-        heads = (branches, self.key_dim)
-        # Q/K/V of all branches as in MultiHeadAttention (identical maths to
+        # Q/K/V of all branches are MultiHeadAttention's (identical maths to
         # M separate d -> d_k projections, same initialisation as the zoo's
         # Transformer baseline).
-        self.query_projection = dense(
-            "btd,dhk->bthk", (None,) + heads, "hk", "query", "glorot_uniform")
-        self.key_projection = dense(
-            "btd,dhk->bthk", (None,) + heads, "hk", "key", "glorot_uniform")
-        self.value_projection = dense(
-            "btd,dhk->bthk", (None,) + heads, "hk", "value", "glorot_uniform")
+        self._build_input_projections(query_shape, context_dim)
         # W_i^O: d_k -> d for each branch, no sum over branches.
         self.output_projection = dense(
             "bthk,hkd->bthd", (None, branches, model_dim), "hd", "output",
@@ -176,10 +164,7 @@ class BranchedWeightedAttention(keras.layers.Layer):
         self.ffn_outer = dense(
             "bthf,hfd->bthd", (None, branches, model_dim), "hd", "ffn_outer",
             per_branch_glorot)
-        self.query_projection.build(query_shape)
-        self.key_projection.build((None, None, context_dim))
-        self.value_projection.build((None, None, context_dim))
-        self.output_projection.build((None, None) + heads)
+        self.output_projection.build((None, None, branches, self.key_dim))
         self.ffn_inner.build((None, None, branches, model_dim))
         self.ffn_outer.build((None, None, branches, self.intermediate_dim))
 
@@ -222,17 +207,7 @@ class BranchedWeightedAttention(keras.layers.Layer):
 
     # ---- the computation -------------------------------------------------------------
 
-    def _attend(self, query_heads, key_heads, value_heads, mask, training):
-        scale = 1.0 / math.sqrt(self.key_dim)
-        scores = ops.einsum("bthk,bshk->bhts", query_heads * scale, key_heads)
-        weights = masked_softmax(scores, mask)
-        dropped = self._dropout_layer(weights, training=training)
-        heads = ops.einsum(
-            "bhts,bshk->bthk", ops.cast(dropped, value_heads.dtype), value_heads
-        )
-        return self._branches(heads, training), weights
-
-    def _branches(self, heads, training):
+    def _combine_heads(self, heads, training):
         """`Σ_i α_i FFN_i(κ_i head_i W_i^O)` for heads `[B, T, M, d_k]`."""
         kappa, alpha = self._simplex_weights()
         dtype = self.compute_dtype
@@ -244,87 +219,13 @@ class BranchedWeightedAttention(keras.layers.Layer):
         outputs = self.ffn_outer(hidden)  # [B, T, M, d]
         return ops.einsum("btmd,m->btd", outputs, ops.cast(alpha, dtype))
 
-    def call(
-        self,
-        query,
-        context=None,
-        context_mask=None,
-        causal=False,
-        training=None,
-        return_attention=False,
-    ):
-        if context is None:
-            context = query
-        causal_part = None
-        if causal:
-            causal_part = causal_mask(ops.shape(query)[1], ops.shape(context)[1])
-        mask = combine_key_mask(context_mask, causal_part)
-        output, weights = self._attend(
-            self.query_projection(query),
-            self.key_projection(context),
-            self.value_projection(context),
-            mask,
-            training,
-        )
-        return (output, weights) if return_attention else output
-
-    # ---- incremental decoding -------------------------------------------------------
-
-    def initial_cache(self, batch_size, max_length, context=None):
-        """Cache for `step`.
-
-        Self-attention (`context=None`): zero key/value buffers of
-        `max_length` steps for every branch. Cross-attention: every branch's
-        source keys/values, projected once.
-        """
-        if context is not None:
-            return {
-                "key": self.key_projection(context),
-                "value": self.value_projection(context),
-            }
-        shape = (batch_size, max_length, self.num_heads, self.key_dim)
-        zeros = ops.zeros(shape, dtype=self.compute_dtype)
-        return {"key": zeros, "value": zeros}
-
-    def step(self, query, step, cache, context_mask=None):
-        """Attends from one query position `[B, 1, d]` at time `step`.
-
-        `context_mask=None`: causal self-attention over the cached steps
-        `0..step` (this step's key/value is written first). Otherwise
-        cross-attention over the cached source.
-
-        Returns:
-            `(output [B, 1, d], cache, weights [B, M, 1, S])`.
-        """
-        query_heads = self.query_projection(query)
-        if context_mask is None:
-            cache = {
-                "key": one_hot_write(cache["key"], step, self.key_projection(query)),
-                "value": one_hot_write(
-                    cache["value"], step, self.value_projection(query)
-                ),
-            }
-            length = ops.shape(cache["key"])[1]
-            visible = ops.arange(length) <= step
-            mask = visible[None, None, None, :]
-        else:
-            mask = combine_key_mask(context_mask)
-        output, weights = self._attend(
-            query_heads, cache["key"], cache["value"], mask, training=False
-        )
-        return output, cache, weights
-
     def get_config(self):
         config = super().get_config()
         config.update(
             {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
                 "intermediate_dim": self.intermediate_dim,
-                "dropout": self.dropout,
                 "feed_forward_dropout": self.feed_forward_dropout,
                 "activation": self.activation,
-                "use_bias": self.use_bias,
                 "weight_parameterization": self.weight_parameterization,
                 "min_branch_weight": self.min_branch_weight,
             }

@@ -27,10 +27,12 @@ import keras
 import numpy as np
 from keras import ops
 
-from keras_attn_zoo.layers.attention_utils import causal_mask
+from keras_attn_zoo.layers.attention_utils import HeadedAttention
+from keras_attn_zoo.layers.attention_utils import attend_values
 from keras_attn_zoo.layers.attention_utils import combine_key_mask
 from keras_attn_zoo.layers.attention_utils import masked_softmax
-from keras_attn_zoo.layers.attention_utils import one_hot_write
+from keras_attn_zoo.layers.attention_utils import sequence_mask
+from keras_attn_zoo.layers.attention_utils import write_self_attention_step
 
 
 def check_max_length(length, max_length, what="sequence"):
@@ -75,7 +77,7 @@ def check_max_length(length, max_length, what="sequence"):
     return length
 
 
-class FixedPatternAttention(keras.layers.Layer):
+class FixedPatternAttention(HeadedAttention):
     """Base class: attention weights from a per-head positional pattern.
 
     Args:
@@ -101,12 +103,8 @@ class FixedPatternAttention(keras.layers.Layer):
     pattern_is_logits = True
 
     def __init__(self, num_heads, key_dim, dropout=0.0, use_bias=True, **kwargs):
-        super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.dropout = dropout
-        self.use_bias = use_bias
-        self._dropout_layer = keras.layers.Dropout(dropout)
+        super().__init__(num_heads, key_dim, dropout=dropout, use_bias=use_bias,
+                         **kwargs)
         self.value_projection = keras.layers.EinsumDense(
             "btd,dhk->bthk",
             output_shape=(None, num_heads, key_dim),
@@ -121,14 +119,7 @@ class FixedPatternAttention(keras.layers.Layer):
         model_dim = query_shape[-1]
         context_dim = model_dim if context_shape is None else context_shape[-1]
         self.value_projection.build((None, None, context_dim))
-        self.output_projection = keras.layers.EinsumDense(
-            "bthk,hkd->btd",
-            output_shape=(None, model_dim),
-            bias_axes="d" if self.use_bias else None,
-            name="output",
-            dtype=self.dtype_policy,
-        )
-        self.output_projection.build((None, None, self.num_heads, self.key_dim))
+        self._build_output_projection(model_dim)
         self._build_pattern()
         self.built = True
 
@@ -158,10 +149,7 @@ class FixedPatternAttention(keras.layers.Layer):
         weights = ops.broadcast_to(
             weights, (batch_size,) + tuple(ops.shape(weights)[1:])
         )
-        dropped = self._dropout_layer(weights, training=training)
-        context = ops.einsum(
-            "bhts,bshk->bthk", ops.cast(dropped, values.dtype), values
-        )
+        context = attend_values(weights, values, self._dropout_layer, training)
         return self.output_projection(context), weights
 
     def call(
@@ -186,8 +174,7 @@ class FixedPatternAttention(keras.layers.Layer):
         query_length = ops.shape(query)[1]
         key_length = ops.shape(keys)[1]
         pattern = self._pattern(0, query_length, key_length, **pattern_inputs)
-        causal_part = causal_mask(query_length, key_length) if causal else None
-        mask = combine_key_mask(context_mask, causal_part)
+        mask = sequence_mask(query_length, key_length, context_mask, causal)
         output, weights = self._attend(
             pattern, self.value_projection(keys), mask, training
         )
@@ -219,28 +206,12 @@ class FixedPatternAttention(keras.layers.Layer):
             `(output [B, 1, d], cache, weights [B, h, 1, S])`.
         """
         if context_mask is None:
-            cache = {
-                "value": one_hot_write(
-                    cache["value"], step, self.value_projection(query)
-                )
-            }
-            length = ops.shape(cache["value"])[1]
-            mask = (ops.arange(length) <= step)[None, None, None, :]
+            cache, mask = write_self_attention_step(
+                cache, step, {"value": self.value_projection(query)}
+            )
         else:
-            length = ops.shape(cache["value"])[1]
             mask = combine_key_mask(context_mask)
+        length = ops.shape(cache["value"])[1]
         pattern = self._pattern(step, 1, length, **pattern_inputs)
         output, weights = self._attend(pattern, cache["value"], mask, False)
         return output, cache, weights
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
-                "dropout": self.dropout,
-                "use_bias": self.use_bias,
-            }
-        )
-        return config

@@ -5,6 +5,7 @@ import math
 import keras
 from keras import ops
 
+from keras_attn_zoo.layers.attention_utils import attend_values
 from keras_attn_zoo.layers.attention_utils import combine_key_mask
 from keras_attn_zoo.layers.attention_utils import masked_softmax
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
@@ -245,17 +246,14 @@ class GaussianMixtureCrossAttention(MultiHeadAttention):
 
     def _fuse(self, query_heads, key_heads, value_heads, key_mask, training,
               previous_mu=None):
-        scale = 1.0 / math.sqrt(self.key_dim)
-        scores = ops.einsum("bthk,bshk->bhts", query_heads * scale, key_heads)
-        alpha = masked_softmax(scores, combine_key_mask(key_mask))
+        alpha = self._attention_weights(
+            query_heads, key_heads, combine_key_mask(key_mask)
+        )
         predicted = self._predict(query_heads)
         beta, parameters = self._mixture(predicted, key_mask, previous_mu)
         gate = ops.sigmoid(predicted["gate"])  # [B, h, T, 1]
         gamma = (1.0 - gate) * alpha + gate * beta
-        dropped = self._dropout_layer(gamma, training=training)
-        context = ops.einsum(
-            "bhts,bshk->bthk", ops.cast(dropped, value_heads.dtype), value_heads
-        )
+        context = attend_values(gamma, value_heads, self._dropout_layer, training)
         components = {
             "gate": gate[..., 0],
             "dot_product": alpha,

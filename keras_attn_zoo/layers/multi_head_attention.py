@@ -5,14 +5,16 @@ import math
 import keras
 from keras import ops
 
+from keras_attn_zoo.layers.attention_utils import HeadedAttention
+from keras_attn_zoo.layers.attention_utils import attend_values
 from keras_attn_zoo.layers.attention_utils import combine_key_mask
-from keras_attn_zoo.layers.attention_utils import causal_mask
 from keras_attn_zoo.layers.attention_utils import masked_softmax
-from keras_attn_zoo.layers.attention_utils import one_hot_write
+from keras_attn_zoo.layers.attention_utils import sequence_mask
+from keras_attn_zoo.layers.attention_utils import write_self_attention_step
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class MultiHeadAttention(keras.layers.Layer):
+class MultiHeadAttention(HeadedAttention):
     """Multi-head scaled dot-product attention (Vaswani et al., 2017).
 
     Unlike `keras.layers.MultiHeadAttention` it exposes the zoo's attention
@@ -45,17 +47,15 @@ class MultiHeadAttention(keras.layers.Layer):
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017.
     """
 
-    def __init__(self, num_heads, key_dim, dropout=0.0, use_bias=True, **kwargs):
-        super().__init__(**kwargs)
-        self.num_heads = num_heads
-        self.key_dim = key_dim
-        self.dropout = dropout
-        self.use_bias = use_bias
-        self._dropout_layer = keras.layers.Dropout(dropout)
-
     def build(self, query_shape, context_shape=None):
         model_dim = query_shape[-1]
         context_dim = model_dim if context_shape is None else context_shape[-1]
+        self._build_input_projections(query_shape, context_dim)
+        self._build_output_projection(model_dim)
+        self.built = True
+
+    def _build_input_projections(self, query_shape, context_dim):
+        """Creates and builds the query/key/value projections `d -> [h, d_k]`."""
         heads = (self.num_heads, self.key_dim)
 
         def projection(name):
@@ -71,28 +71,28 @@ class MultiHeadAttention(keras.layers.Layer):
         self.query_projection = projection("query")
         self.key_projection = projection("key")
         self.value_projection = projection("value")
-        self.output_projection = keras.layers.EinsumDense(
-            "bthk,hkd->btd",
-            output_shape=(None, model_dim),
-            bias_axes="d" if self.use_bias else None,
-            name="output",
-            dtype=self.dtype_policy,
-        )
         self.query_projection.build(query_shape)
         self.key_projection.build((None, None, context_dim))
         self.value_projection.build((None, None, context_dim))
-        self.output_projection.build((None, None) + heads)
-        self.built = True
 
-    def _attend(self, query_heads, key_heads, value_heads, mask, training):
+    def _attention_weights(self, query_heads, key_heads, mask):
+        """Scaled dot-product weights `[B, h, T, S]` (float32)."""
         scale = 1.0 / math.sqrt(self.key_dim)
         scores = ops.einsum("bthk,bshk->bhts", query_heads * scale, key_heads)
-        weights = masked_softmax(scores, mask)
-        dropped = self._dropout_layer(weights, training=training)
-        context = ops.einsum(
-            "bhts,bshk->bthk", ops.cast(dropped, value_heads.dtype), value_heads
-        )
-        return self.output_projection(context), weights
+        return masked_softmax(scores, mask)
+
+    def _combine_heads(self, heads, training):
+        """Attended heads `[B, T, h, d_k]` -> output `[B, T, d]`.
+
+        The output projection here; subclasses may combine heads otherwise.
+        """
+        del training
+        return self.output_projection(heads)
+
+    def _attend(self, query_heads, key_heads, value_heads, mask, training):
+        weights = self._attention_weights(query_heads, key_heads, mask)
+        heads = attend_values(weights, value_heads, self._dropout_layer, training)
+        return self._combine_heads(heads, training), weights
 
     def call(
         self,
@@ -105,10 +105,9 @@ class MultiHeadAttention(keras.layers.Layer):
     ):
         if context is None:
             context = query
-        causal_part = None
-        if causal:
-            causal_part = causal_mask(ops.shape(query)[1], ops.shape(context)[1])
-        mask = combine_key_mask(context_mask, causal_part)
+        mask = sequence_mask(
+            ops.shape(query)[1], ops.shape(context)[1], context_mask, causal
+        )
         output, weights = self._attend(
             self.query_projection(query),
             self.key_projection(context),
@@ -147,30 +146,13 @@ class MultiHeadAttention(keras.layers.Layer):
         """
         query_heads = self.query_projection(query)
         if context_mask is None:
-            cache = {
-                "key": one_hot_write(cache["key"], step, self.key_projection(query)),
-                "value": one_hot_write(
-                    cache["value"], step, self.value_projection(query)
-                ),
-            }
-            length = ops.shape(cache["key"])[1]
-            visible = ops.arange(length) <= step
-            mask = visible[None, None, None, :]
+            cache, mask = write_self_attention_step(cache, step, {
+                "key": self.key_projection(query),
+                "value": self.value_projection(query),
+            })
         else:
             mask = combine_key_mask(context_mask)
         output, weights = self._attend(
             query_heads, cache["key"], cache["value"], mask, training=False
         )
         return output, cache, weights
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "num_heads": self.num_heads,
-                "key_dim": self.key_dim,
-                "dropout": self.dropout,
-                "use_bias": self.use_bias,
-            }
-        )
-        return config

@@ -78,6 +78,7 @@ from keras import ops
 from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
 from keras_attn_zoo.layers.bahdanau_attention import BahdanauAttention
 from keras_attn_zoo.models.presets import resolve_preset
+from keras_attn_zoo.models.zoo_model import ZooModel
 
 OUTPUT_KINDS = ("maxout", "dense")
 DECAY_SCHEDULES = ("linear", "exponential", "inverse_sigmoid")
@@ -463,7 +464,7 @@ class RNNSearchDecoder(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class BahdanauRNN(keras.Model):
+class BahdanauRNN(ZooModel):
     """RNNsearch: bidirectional GRU encoder, additive attention, GRU decoder.
 
     Inputs `{"source_ids": int32[B, S], "target_ids": int32[B, T]}` (0 =
@@ -500,6 +501,9 @@ class BahdanauRNN(keras.Model):
     References:
         Bahdanau, Cho, Bengio, ICLR 2015 (arXiv:1409.0473).
     """
+
+    # `check_length` (from `ZooModel`) enforces the optional `max_length`.
+    length_advice = "raise max_length (RNNsearch itself has no length limit)."
 
     def __init__(
         self,
@@ -584,15 +588,6 @@ class BahdanauRNN(keras.Model):
 
     # ---- step protocol ----------------------------------------------------------
 
-    def check_length(self, length, what="sequence"):
-        """Raises a clear error when `length` exceeds `max_length` (None: no limit)."""
-        limit = self.zoo_config["max_length"]
-        if limit is not None and length > limit:
-            raise ValueError(
-                f"The {what} has {length} tokens but this model's max_length is "
-                f"{limit}; raise max_length (RNNsearch itself has no length limit)."
-            )
-
     def encode(self, source_ids, training=False):
         """Annotations `{"memory": [B, S, 2H], "memory_mask": [B, S]}`."""
         source_ids = ops.convert_to_tensor(source_ids, "int32")
@@ -655,15 +650,6 @@ class BahdanauRNN(keras.Model):
         if self.decoder.scheduled_sampling:
             self.set_teacher_forcing_ratio(probability)
         return probability
-
-    def get_config(self):
-        config = dict(self.zoo_config)
-        config["name"] = self.name
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
 
 
 class TeacherForcingSchedule(keras.callbacks.Callback):

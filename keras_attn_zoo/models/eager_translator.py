@@ -52,6 +52,7 @@ from keras import ops
 
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from keras_attn_zoo.models.presets import resolve_preset
+from keras_attn_zoo.models.zoo_model import ZooModel
 
 # The paper's dropouts are those of its published training command (AWD-LSTM
 # style; weight drop off): output 0.1, input 0.15, between layers 0.1,
@@ -194,7 +195,7 @@ class EagerEmbedding(keras.layers.Layer):
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class EagerLSTMTranslator(keras.Model):
+class EagerLSTMTranslator(ZooModel):
     """The eager translation model of Press & Smith (2018).
 
     Inputs are a dict ``{"source_ids": int32[B, T], "target_ids": int32[B, T]}``
@@ -511,15 +512,6 @@ class EagerLSTMTranslator(keras.Model):
             "eos_log_prob": eos_log_prob,
             "attention": attention,
         }
-
-    def get_config(self):
-        config = dict(self.zoo_config)
-        config["name"] = self.name
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
 
 
 MODEL_ARGUMENTS = frozenset(list(EAGER_PRESETS["paper"]) + [

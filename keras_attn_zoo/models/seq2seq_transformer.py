@@ -30,6 +30,7 @@ from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.layers.transformer_blocks import LAYER_NORM_EPSILON
 from keras_attn_zoo.layers.transformer_blocks import TransformerDecoderBlock
 from keras_attn_zoo.layers.transformer_blocks import TransformerEncoderBlock
+from keras_attn_zoo.models.zoo_model import ZooModel
 
 # Slots an attention kind can fill.
 ENCODER_SELF = "encoder_self"
@@ -68,7 +69,7 @@ register_attention_kind("multi_head", _make_multi_head)
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class Seq2SeqTransformer(keras.Model):
+class Seq2SeqTransformer(ZooModel):
     """Encoder-decoder Transformer with pluggable attention.
 
     Inputs are a dict `{"source_ids": int32[B, S], "target_ids": int32[B, T]}`
@@ -239,15 +240,6 @@ class Seq2SeqTransformer(keras.Model):
         """Decoder positions this model has (EOS included); None: unlimited."""
         return self.zoo_config["max_length"]
 
-    def check_length(self, length, what="sequence"):
-        """Raises a clear error when `length` exceeds `max_length` (Python ints)."""
-        limit = self.zoo_config["max_length"]
-        if limit is not None and length > limit:
-            raise ValueError(
-                f"The {what} has {length} tokens but this model's max_length is "
-                f"{limit}; raise max_length when building the model."
-            )
-
     def _stack_inputs(self, slot, ids, depth):
         if slot in self.stack_layers:
             return self.stack_layers[slot](ids)
@@ -332,12 +324,3 @@ class Seq2SeqTransformer(keras.Model):
             )
             weights.append(w)
         return ops.stack(weights)
-
-    def get_config(self):
-        config = dict(self.zoo_config)
-        config["name"] = self.name
-        return config
-
-    @classmethod
-    def from_config(cls, config):
-        return cls(**config)
