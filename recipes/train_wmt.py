@@ -29,8 +29,9 @@ def parse_args(argv=None):
     p.add_argument(
         "--data", default="ding",
         help="ding | ding:sentences | ding:all | files | tfds:NAME (e.g. "
-             "tfds:wmt14_translate/de-en). 'ding' trains on sentences and "
-             "phrases and evaluates on the test sentences.",
+             "tfds:wmt14_translate/de-en). 'ding' trains on the Ding example "
+             "sentences, 'ding:all' adds the dictionary phrases; both evaluate "
+             "on the test sentences.",
     )
     for split in ("train", "valid", "test"):
         p.add_argument(f"--{split}-src", help=f"{split} source file (--data files)")
