@@ -319,6 +319,13 @@ def training_run(args):
                                   beam_size=args.beam_size,
                                   length_penalty=args.length_penalty)
         results["export_path"] = str(path)
+    # The Keras model too: per-layer analyses (recipes/analyze.py --keras-model)
+    # need every layer, the SavedModel keeps one alignment. Saved under a
+    # temporary name and renamed, like the export.
+    keras_path = output_dir / "model.keras"
+    model.save(output_dir / "model.tmp.keras")
+    os.replace(output_dir / "model.tmp.keras", keras_path)
+    results["keras_model_path"] = str(keras_path)
     tmp = output_dir / "results.json.tmp"
     tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     os.replace(tmp, output_dir / "results.json")
