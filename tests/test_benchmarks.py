@@ -9,21 +9,106 @@ import sys
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def test_decode_speed_smoke(tmp_path):
-    # A subprocess: the benchmark seeds TensorFlow, which clears the kernel cache of
-    # the process (and with it eagerly created SentencePiece resources of other tests).
+def run_smoke(script, tmp_path, *extra):
+    """Runs ``benchmarks/<script> --smoke`` in a subprocess: (completed process, JSON).
+
+    A subprocess: the benchmarks seed TensorFlow, which clears the kernel cache of
+    the process (and with it eagerly created SentencePiece resources of other tests).
+    """
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     completed = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "decode_speed.py"), "--smoke",
-         "--output-dir", str(tmp_path)],
+        [sys.executable, str(REPO / "benchmarks" / script), "--smoke",
+         "--output-dir", str(tmp_path), *extra],
         capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
     assert completed.returncode == 0, completed.stderr[-3000:]
-    assert "ratio ours/keras-hub" in completed.stdout
-    [path] = tmp_path.glob("decode_speed-*-smoke.json")
+    [path] = tmp_path.glob(f"{script[:-3]}-*-smoke.json")
     results = json.loads(path.read_text())
+    assert results["smoke"] is True
+    assert results["machine"]["load_average_1_5_15"] is not None
+    return completed, results
+
+
+def test_decode_speed_smoke(tmp_path):
+    completed, results = run_smoke("decode_speed.py", tmp_path)
+    assert "ratio ours/keras-hub" in completed.stdout
     assert {(row["batch"], row["beam"]) for row in results["translate"]} == {
         (1, 1), (4, 1), (1, 2), (4, 2)}
     assert all(row["sentences_per_s"] > 0 for row in results["translate"])
     comparison = results["comparison"]
     assert comparison["ratio_ours_over_keras_hub"] > 0
     assert comparison["ours_long_ratio"] > 0 and comparison["keras_hub_long_ratio"] > 0
+    # Table 4: every smoke model at every batch and beam, output forced to L tokens.
+    zoo = results["zoo"]
+    models = {row["model"] for row in zoo}
+    assert models == {"transformer", "ran_transformer:apply_to=all", "eager_translator"}
+    assert {(row["batch"], row["beam"]) for row in zoo} == {(1, 1), (4, 1), (1, 2), (4, 2)}
+    length = results["zoo_settings"]["output_length"]
+    assert all(row["mean_target_length"] == length for row in zoo)
+    assert all(row["sentences_per_s"] > 0 and row["decode_mfu"] > 0 for row in zoo)
+    assert [row["speed_vs_transformer"] for row in zoo
+            if row["model"] == "transformer"] == [1.0] * 4
+
+
+def test_train_throughput_smoke(tmp_path):
+    completed, results = run_smoke("train_throughput.py", tmp_path)
+    rows = results["ours_vs_keras_hub"]
+    assert {row["model"] for row in rows} == {"ours", "keras-hub"}
+    assert all(row["tokens_per_s"] > 0 and row["mfu"] > 0 for row in rows)
+    assert rows[0]["ours_over_keras_hub"] > 0
+    assert [row["model"] for row in results["zoo"]] == [
+        "transformer", "ran_transformer", "eager_translator"]
+    assert results["zoo"][0]["relative_to_transformer"] == 1.0
+    assert "ours/hub" in completed.stdout
+
+
+def test_mfu_smoke(tmp_path):
+    _, results = run_smoke("mfu.py", tmp_path)
+    assert results["peak_gflops"]["float32"] > 0
+    assert {row["preset"] for row in results["flops_per_token"]} >= {"small", "base"}
+    assert 0 < results["training"][0]["mfu"] < 1
+    assert abs(sum(kind["share"] for kind in results["profile"]["by_kind"].values())
+               - 1) < 1e-6
+    assert results["what_if_2d_projections"]["speedup"] > 0
+    assert results["decoding"]["mfu"] > 0
+
+
+def test_length_scaling_smoke(tmp_path):
+    _, results = run_smoke("length_scaling.py", tmp_path)
+    assert {(row["model"], row["length"]) for row in results["decoding"]} == {
+        (model, length) for model in ("transformer", "eager_translator")
+        for length in (8, 16)}
+    assert all(row["mean_target_length"] == row["length"] for row in results["decoding"])
+    for part in ("training_exponents", "decoding_exponents"):
+        assert set(results[part]) == {"transformer", "eager_translator"}
+
+
+def test_decode_memory_smoke(tmp_path):
+    _, results = run_smoke("decode_memory.py", tmp_path)
+    rows = results["rows"]
+    assert len(rows) == 4 and not any("error" in row for row in rows)
+    assert all(row["peak_rss_mb"] >= row["baseline_rss_mb"] > 0 for row in rows)
+    assert results["growth"] == {}  # 8 -> 32 tokens: too short a span to report
+
+
+def test_keras_io_peer_smoke(tmp_path):
+    _, results = run_smoke("keras_io_peer.py", tmp_path)
+    assert len(results["rows"]) == 2
+    assert all(row["bleu"] is not None and row["steps"] == 2 for row in results["rows"])
+    assert results["winner"] in ("ours", "peer")
+
+
+def test_common_helpers():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import common
+
+    assert abs(common.log_log_slope([16, 32, 64], [1.0, 2.0, 4.0]) - 1.0) < 1e-9
+    assert abs(common.log_log_slope([16, 32, 64], [1.0, 4.0, 16.0]) - 2.0) < 1e-9
+    calls = []
+    timings, results = common.alternate(
+        {"a": lambda: calls.append("a") or 1, "b": lambda: calls.append("b") or 2},
+        repeats=3, warmup=1)
+    assert calls == ["a", "b", "a", "b", "b", "a", "a", "b"]  # warm-ups, then A B, B A, A B
+    assert len(timings["a"].times) == 3 and results == {"a": 1, "b": 2}
+    table = common.format_table([{"x": 1.5, "y": None}], [("x", "X", ".2f"),
+                                                          ("y", "Y", "")])
+    assert table.splitlines() == ["   X  Y", "----  -", "1.50  -"]

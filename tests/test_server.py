@@ -192,3 +192,16 @@ def test_sigterm_stops_gracefully(tiny_export):
     stdout, _ = process.communicate(timeout=60)
     assert process.returncode == 0
     assert "server stopped" in stdout
+
+
+def test_bounded_load_benchmark_smoke(tiny_export, tmp_path):
+    """benchmarks/server_load.py end to end: no errors, latencies reported."""
+    out = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "server_load.py"), "--model",
+         str(tiny_export), "--smoke", "--output-dir", str(tmp_path)],
+        capture_output=True, text=True, timeout=300, cwd=REPO)
+    assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
+    [result] = tmp_path.glob("server_load-*-smoke.json")
+    rows = json.loads(result.read_text())["rows"]
+    assert all(row["errors"] == 0 and row["ok"] == row["requests"] for row in rows)
+    assert rows[1]["p99_ms"] >= rows[1]["p50_ms"] > 0

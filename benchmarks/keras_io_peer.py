@@ -1,0 +1,315 @@
+#!/usr/bin/env python
+"""The keras.io "English-to-Spanish translation with KerasHub" recipe as a peer.
+
+Both systems get the same data (the Ding corpus, German -> English, the split of
+``recipes/train_wmt.py``: trained on sentences and phrases, tested on the test
+sentences), the same SentencePiece vocabulary (trained by our run) and the same
+wall-clock training budget (``--budget-minutes``; ``train_wmt.py``'s default run
+trains for 20 minutes). Then both are scored with sacreBLEU and chrF on the Ding
+test sentences (``--eval-limit`` for a shorter run). Our default must win.
+
+* **ours**: ``keras_attn_zoo.workflow.training_run`` with ``train_wmt.py``'s
+  defaults (the ``small`` Transformer, label smoothing, inverse-square-root Adam,
+  beam 4 with length penalty 0.6) and ``--time-budget-minutes``.
+* **the peer**, rebuilt here from the recipe's description (our own code): one
+  ``keras_hub.layers.TransformerEncoder`` and one ``TransformerDecoder`` (model
+  width 256, FFN 2048, 8 heads) on ``TokenAndPositionEmbedding`` inputs (one for
+  each language, padding masked), dropout 0.5 before a softmax ``Dense`` output;
+  sequences of at most 40 tokens (sources truncated to 40, targets packed as
+  BOS + pieces + EOS into 41 positions and shifted); batches of 64; ``rmsprop``
+  with sparse categorical cross-entropy over the real (non-padding) tokens;
+  ``model.fit`` epoch after epoch until the budget is spent (checked after every
+  batch); greedy decoding with ``keras_hub.samplers.GreedySampler`` that re-runs
+  the model on the whole prefix at each step, up to 40 tokens, stopping at EOS.
+  Where the recipe uses two WordPiece vocabularies of 15,000 words, the peer uses
+  our joint SentencePiece vocabulary: the comparison is of the models and their
+  training, on equal data.
+
+Usage:
+    python benchmarks/keras_io_peer.py                       # 2 x 20 min + evaluation
+    python benchmarks/keras_io_peer.py --budget-minutes 5 --eval-limit 500
+    python benchmarks/keras_io_peer.py --smoke
+
+Writes ``benchmarks/results/keras_io_peer-<date>.json`` and prints the table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import pathlib
+import random
+import sys
+import tempfile
+import time
+
+import common
+from keras_attn_zoo.training.seeding import seed_everything
+
+SEQUENCE_LENGTH = 40
+BATCH_SIZE = 64
+EMBED_DIM = 256
+INTERMEDIATE_DIM = 2048
+NUM_HEADS = 8
+
+
+def parse_args(argv=None):
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--budget-minutes", type=float, default=20.0,
+                        help="training wall-clock budget of EACH system (default 20, "
+                             "train_wmt.py's default run)")
+    parser.add_argument("--eval-limit", type=int,
+                        help="score on the first N test sentences (default: all)")
+    parser.add_argument("--work-dir", help="run directories (default: a temporary one)")
+    parser.add_argument("--seed", type=int, default=0)
+    common.add_common_arguments(parser, repeats=1, warmup=0)
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.eval_limit = 5
+    return args
+
+
+def train_wmt_parse_args():
+    sys.path.insert(0, str(common.REPO_DIR / "recipes"))
+    from train_wmt import parse_args
+
+    return parse_args
+
+
+def smoke_files(directory):
+    """Tiny synthetic parallel files (a word-for-word toy language) for --smoke."""
+    rng = random.Random(0)
+    words = ["haus", "baum", "kind", "hund", "katze", "auto", "buch", "tisch"]
+    english = {"haus": "house", "baum": "tree", "kind": "child", "hund": "dog",
+               "katze": "cat", "auto": "car", "buch": "book", "tisch": "table"}
+    paths = {}
+    for split, count in (("train", 200), ("test", 12)):
+        pairs = []
+        for _ in range(count):
+            sentence = rng.choices(words, k=rng.randint(2, 6))
+            pairs.append((" ".join(sentence), " ".join(english[w] for w in sentence)))
+        for side, index in (("de", 0), ("en", 1)):
+            path = directory / f"{split}.{side}"
+            path.write_text("".join(p[index] + "\n" for p in pairs), encoding="utf-8")
+            paths[f"{split}_{side}"] = path
+    return ["--data", "files", "--train-src", str(paths["train_de"]),
+            "--train-tgt", str(paths["train_en"]), "--test-src", str(paths["test_de"]),
+            "--test-tgt", str(paths["test_en"])]
+
+
+# ---- the peer -----------------------------------------------------------------------------
+
+def build_peer(vocabulary_size):
+    import keras
+    import keras_hub
+
+    encoder_inputs = keras.Input((None,), dtype="int32", name="encoder_inputs")
+    x = keras_hub.layers.TokenAndPositionEmbedding(
+        vocabulary_size, SEQUENCE_LENGTH, EMBED_DIM, mask_zero=True)(encoder_inputs)
+    encoder_outputs = keras_hub.layers.TransformerEncoder(
+        INTERMEDIATE_DIM, NUM_HEADS)(x)
+    encoder = keras.Model(encoder_inputs, encoder_outputs, name="peer_encoder")
+
+    decoder_inputs = keras.Input((None,), dtype="int32", name="decoder_inputs")
+    encoded = keras.Input((None, EMBED_DIM), name="encoded")
+    y = keras_hub.layers.TokenAndPositionEmbedding(
+        vocabulary_size, SEQUENCE_LENGTH, EMBED_DIM, mask_zero=True)(decoder_inputs)
+    y = keras_hub.layers.TransformerDecoder(INTERMEDIATE_DIM, NUM_HEADS)(
+        decoder_sequence=y, encoder_sequence=encoded)
+    y = keras.layers.Dropout(0.5)(y)
+    outputs = keras.layers.Dense(vocabulary_size, activation="softmax",
+                                 dtype="float32")(y)
+    decoder = keras.Model([decoder_inputs, encoded], outputs, name="peer_decoder")
+    model = keras.Model([encoder_inputs, decoder_inputs],
+                        decoder([decoder_inputs, encoder(encoder_inputs)]),
+                        name="keras_io_peer")
+    return model, encoder, decoder
+
+
+def peer_arrays(pairs, sentencepiece):
+    """Source ``[N, 40]``, decoder inputs ``[N, 40]`` and targets ``[N, 40]``."""
+    import numpy as np
+
+    count = len(pairs)
+    source = np.zeros([count, SEQUENCE_LENGTH], "int32")
+    packed = np.zeros([count, SEQUENCE_LENGTH + 1], "int32")
+    for row, (german, english) in enumerate(pairs):
+        pieces = sentencepiece.encode(german)[:SEQUENCE_LENGTH]
+        source[row, :len(pieces)] = pieces
+        target = ([2] + sentencepiece.encode(english) + [3])[:SEQUENCE_LENGTH + 1]
+        packed[row, :len(target)] = target
+    return source, packed[:, :-1], packed[:, 1:]
+
+
+class WallClockBudget:
+    """Keras callback: stops ``fit`` once ``seconds`` of training have passed."""
+
+    def __new__(cls, seconds, max_steps=None):
+        import keras
+
+        class _Budget(keras.callbacks.Callback):
+            started, steps, done = None, 0, False
+
+            def on_train_batch_end(self, batch, logs=None):
+                if self.started is None:
+                    self.started = time.monotonic()
+                self.steps += 1
+                self.done = (time.monotonic() - self.started >= seconds
+                             or (max_steps is not None and self.steps >= max_steps))
+                if self.done:
+                    self.model.stop_training = True
+
+        return _Budget()
+
+
+def train_peer(corpus, sentencepiece, budget_seconds, max_steps=None, seed=0):
+    import keras
+    import tensorflow as tf
+
+    seed_everything(seed)
+    model, encoder, decoder = build_peer(sentencepiece.get_piece_size())
+    model.compile(optimizer="rmsprop",
+                  loss=keras.losses.SparseCategoricalCrossentropy(ignore_class=0),
+                  metrics=["accuracy"])
+    source, decoder_in, target = peer_arrays(corpus.train, sentencepiece)
+    dataset = (tf.data.Dataset.from_tensor_slices(((source, decoder_in), target))
+               .shuffle(min(len(target), 200_000), seed=seed)
+               .batch(BATCH_SIZE).prefetch(tf.data.AUTOTUNE))
+    budget = WallClockBudget(budget_seconds, max_steps)
+    started = time.monotonic()
+    epochs = 0
+    while not budget.done:  # epoch after epoch until the budget is spent
+        model.fit(dataset, epochs=1, verbose=0, callbacks=[budget])
+        epochs += 1
+    seconds = time.monotonic() - started
+    tokens_per_pair = float((target != 0).sum(axis=1).mean())
+    return {"model": model, "encoder": encoder, "decoder": decoder,
+            "steps": budget.steps, "epochs_started": epochs, "train_seconds": seconds,
+            "params": model.count_params(),
+            "train_target_tokens_per_second":
+                budget.steps * BATCH_SIZE * tokens_per_pair / max(seconds, 1e-9)}
+
+
+def greedy_translate(peer, sentencepiece, sentences, batch_size=64):
+    """The recipe's decoding: GreedySampler, the model re-run on the prefix."""
+    import keras_hub
+    import numpy as np
+    from keras import ops
+
+    encoder, decoder = peer["encoder"], peer["decoder"]
+    sampler = keras_hub.samplers.GreedySampler()
+    outputs = []
+    for start in range(0, len(sentences), batch_size):
+        chunk = sentences[start:start + batch_size]
+        source = np.zeros([len(chunk), SEQUENCE_LENGTH], "int32")
+        for row, sentence in enumerate(chunk):
+            pieces = sentencepiece.encode(sentence)[:SEQUENCE_LENGTH]
+            source[row, :len(pieces)] = pieces
+        encoded = encoder(source, training=False)
+        prompt = np.zeros([len(chunk), SEQUENCE_LENGTH], "int32")
+        prompt[:, 0] = 2
+
+        def next_fn(prompt, cache, index):
+            probabilities = decoder([prompt, encoded], training=False)[:, index - 1, :]
+            return ops.log(ops.maximum(probabilities, 1e-12)), None, cache
+
+        generated = sampler(next_fn, ops.convert_to_tensor(prompt), index=1,
+                            stop_token_ids=[3])
+        for row in np.asarray(generated):
+            ids = []
+            for token in row[1:].tolist():
+                if token == 3:
+                    break
+                if token > 3:
+                    ids.append(int(token))
+            outputs.append(sentencepiece.decode(ids))
+    return outputs
+
+
+# ---- main --------------------------------------------------------------------------------
+
+def run(args):
+    import sentencepiece as spm
+
+    from keras_attn_zoo.evaluation.scores import corpus_scores
+    from keras_attn_zoo.workflow import load_corpus
+    from keras_attn_zoo.workflow import training_run
+
+    run_info = common.start_run()
+    work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="keras_io_peer-"))
+    parse_train_args = train_wmt_parse_args()
+    extra = []
+    if args.smoke:
+        extra = smoke_files(work) + ["--preset", "tiny", "--max-steps", "2",
+                                     "--vocab-size", "60", "--batch-tokens", "256"]
+    ours_args = parse_train_args(
+        ["--time-budget-minutes", str(args.budget_minutes), "--output-dir",
+         str(work / "ours"), "--no-export", "--quiet", "--seed", str(args.seed)]
+        + (["--eval-limit", str(args.eval_limit)] if args.eval_limit is not None else [])
+        + extra)
+    print(f"ours: train_wmt.py defaults, {args.budget_minutes} min", flush=True)
+    ours = training_run(ours_args)
+
+    corpus = load_corpus(ours_args)
+    sentencepiece = spm.SentencePieceProcessor(model_file=str(work / "ours" / "vocab.model"))
+    print(f"peer: keras.io recipe, {args.budget_minutes} min", flush=True)
+    peer = train_peer(corpus, sentencepiece, args.budget_minutes * 60,
+                      max_steps=2 if args.smoke else None, seed=args.seed)
+    test = corpus.test if args.eval_limit is None else corpus.test[:args.eval_limit]
+    started = time.monotonic()
+    hypotheses = greedy_translate(peer, sentencepiece, [s for s, _ in test])
+    peer_scores = corpus_scores(hypotheses, [t for _, t in test])
+    peer_decode_seconds = time.monotonic() - started
+
+    rows = [
+        {"system": f"ours (train_wmt.py default: {ours['preset']} {ours['model']}, "
+                   f"beam {ours_args.beam_size})",
+         "params": ours["params"], "steps": ours["steps"],
+         "train_seconds": ours["train_seconds"],
+         "train_target_tokens_per_second": ours["train_target_tokens_per_second"],
+         "bleu": ours.get("bleu"), "chrf": ours.get("chrf"),
+         "decode_seconds": ours.get("decode_seconds")},
+        {"system": "keras.io recipe (1+1 layers, rmsprop, greedy)",
+         "params": peer["params"], "steps": peer["steps"],
+         "train_seconds": round(peer["train_seconds"], 1),
+         "train_target_tokens_per_second": peer["train_target_tokens_per_second"],
+         "bleu": peer_scores["bleu"], "chrf": peer_scores["chrf"],
+         "decode_seconds": round(peer_decode_seconds, 1)},
+    ]
+    winner = None
+    if rows[0]["bleu"] is not None:
+        winner = "ours" if rows[0]["bleu"] > rows[1]["bleu"] else "peer"
+    return {"budget_minutes": args.budget_minutes, "test_pairs": len(test),
+            "data": ours.get("data"), "rows": rows, "winner": winner,
+            "sacrebleu_signature": peer_scores.get("sacrebleu_signature"),
+            "peer_examples": [{"source": s, "reference": t, "translation": h}
+                              for (s, t), h in list(zip(test, hypotheses))[:5]],
+            "ours_examples": ours.get("examples")}, run_info
+
+
+COLUMNS = [("system", "system", ""), ("params", "params", ","), ("steps", "steps", ""),
+           ("train_seconds", "train s", ".0f"),
+           ("train_target_tokens_per_second", "tgt tok/s", ".0f"),
+           ("bleu", "BLEU", ".2f"), ("chrf", "chrF", ".2f"),
+           ("decode_seconds", "decode s", ".1f")]
+
+
+def print_results(results, file=None):
+    common.print_table(results["rows"], COLUMNS,
+                       f"\nsame data ({results['data']}), vocabulary and "
+                       f"{results['budget_minutes']} min budget; scored on "
+                       f"{results['test_pairs']} test sentences:", file=file)
+    print(f"winner: {results['winner']}", file=file or sys.stdout)
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    results, run_info = run(args)
+    print_results(results)
+    path = common.write_results("keras_io_peer", results, args.output_dir,
+                                smoke=args.smoke, run=run_info)
+    print(f"\nwrote {path}")
+    return results
+
+
+if __name__ == "__main__":
+    main()
