@@ -37,7 +37,7 @@ train: setup
 
 ## Run the test suite (under 15 minutes on 2 cores).
 test: setup browser
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile $(TEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 $(TEST_ARGS)
 
 clean:
 	rm -rf runs saved_models/*/ .pytest_cache

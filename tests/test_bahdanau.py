@@ -6,6 +6,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_attn_zoo.data.vocabulary import EOS_ID
 from keras_attn_zoo.decoding import beam_search
 from keras_attn_zoo.layers.bahdanau_attention import BahdanauAttention
 from keras_attn_zoo.models.bahdanau_rnn import BAHDANAU_PRESETS
@@ -38,6 +39,13 @@ def variant():
         normalize_attention=True, teacher_forcing_ratio=0.5, dropout=0.1, seed=2)
 
 
+def no_eos_first(log_probs, step, tokens_so_far, state):
+    """Bans EOS at step 0, so an untrained model's output is never empty
+    (whether it would end at once depends on its random initial weights)."""
+    is_eos = tf.equal(tf.range(tf.shape(log_probs)[-1]), EOS_ID)[tf.newaxis, :]
+    return tf.where(tf.logical_and(is_eos, step == 0), -1e9, log_probs)
+
+
 @pytest.fixture(scope="module")
 def search(model):
     """One traced beam search, shared by the tests (dynamic batch and length)."""
@@ -47,7 +55,7 @@ def search(model):
                                   tf.TensorSpec([], tf.float32)])
     def run(source_ids, max_length_a, max_length_b):
         return beam_search(model, source_ids, beam_size=3, max_length_a=max_length_a,
-                           max_length_b=max_length_b)
+                           max_length_b=max_length_b, logits_processor=no_eos_first)
 
     return run
 
