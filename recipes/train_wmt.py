@@ -68,7 +68,7 @@ def parse_args(argv=None):
     p.add_argument("--eval-limit", type=int,
                    help="evaluate on the first N test pairs only (smoke runs)")
     p.add_argument("--checkpoint-every", type=int, default=500)
-    p.add_argument("--eval-every", type=int, default=500,
+    p.add_argument("--eval-every", type=int, default=200,
                    help="steps between TensorBoard dev BLEU/chrF, translations and "
                         "attention images")
     p.add_argument("--no-monitoring", action="store_true",
