@@ -20,6 +20,8 @@ import textwrap
 import keras
 import numpy as np
 import pytest
+
+from tests.tiny_export import FRESH_PROCESS_PRELUDE
 import tensorflow as tf
 
 from keras_attn_zoo.data.eager import eager_vocabulary_size
@@ -159,18 +161,7 @@ def test_translate_ids_output_has_no_eager_tokens(trained, sentencepiece, senten
         assert not alignment[row, length:].any()
 
 
-FRESH_LOAD_SCRIPT = textwrap.dedent(r"""
-    import json, sys
-
-    class BlockZoo:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "keras_attn_zoo":
-                raise ImportError("keras_attn_zoo must not be needed to load the model")
-            return None
-
-    sys.meta_path.insert(0, BlockZoo())
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401
+FRESH_LOAD_SCRIPT = FRESH_PROCESS_PRELUDE + textwrap.dedent(r"""
 
     path, sentences, source_ids = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
     loaded = tf.saved_model.load(path)

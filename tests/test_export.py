@@ -22,6 +22,7 @@ from keras_attn_zoo.decoding import greedy_search
 from keras_attn_zoo.export import Translator
 from keras_attn_zoo.export import export_saved_model
 from keras_attn_zoo.export import existing_versions
+from tests.tiny_export import FRESH_PROCESS_PRELUDE
 from tests.tiny_export import SENTENCES
 from tests.tiny_export import build_tiny_export
 
@@ -33,18 +34,7 @@ def exported(tmp_path_factory):
 
 
 # Runs in a fresh interpreter: only tensorflow + tensorflow_text may be imported.
-FRESH_LOAD_SCRIPT = textwrap.dedent(r"""
-    import json, sys
-
-    class BlockZoo:
-        def find_spec(self, name, path=None, target=None):
-            if name.split(".")[0] == "keras_attn_zoo":
-                raise ImportError("keras_attn_zoo must not be needed to load the model")
-            return None
-
-    sys.meta_path.insert(0, BlockZoo())
-    import tensorflow as tf
-    import tensorflow_text  # noqa: F401
+FRESH_LOAD_SCRIPT = FRESH_PROCESS_PRELUDE + textwrap.dedent(r"""
 
     path, sentences = sys.argv[1], json.loads(sys.argv[2])
     loaded = tf.saved_model.load(path)

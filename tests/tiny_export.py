@@ -2,6 +2,7 @@
 
 import pathlib
 import random
+import textwrap
 
 import numpy as np
 
@@ -84,3 +85,21 @@ def build_tiny_export(directory, train_epochs=0, seed=0):
         translator, None, base,
         model_card={"preset": "tiny", "data": "synthetic", "direction": "en-de"})
     return translator, base, version_dir
+
+
+# Start of a script run in a fresh interpreter: any import of keras_attn_zoo
+# fails, so the script proves a SavedModel loads with tensorflow and
+# tensorflow_text alone.
+FRESH_PROCESS_PRELUDE = textwrap.dedent(r"""
+    import json, sys
+
+    class BlockZoo:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] == "keras_attn_zoo":
+                raise ImportError("keras_attn_zoo must not be needed to load the model")
+            return None
+
+    sys.meta_path.insert(0, BlockZoo())
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401
+""")
