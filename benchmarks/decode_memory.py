@@ -96,7 +96,6 @@ def measure_point(spec, length, preset, vocab_path, batch=1, beam=4):
 
 
 def _measure_stream(length, preset, vocab_path, batch):
-    import keras
     import sentencepiece
 
     from decode_speed import zoo_source_ids

@@ -169,7 +169,6 @@ def vocabulary_words(proto):
 
 def build_export(args, workdir):
     """Trains a SentencePiece model on synthetic text, builds and exports a model."""
-    import keras
 
     from keras_attn_zoo.data.vocabulary import load_tokenizer
     from keras_attn_zoo.export import export_saved_model
@@ -384,7 +383,6 @@ def build_zoo_translator(spec, vocab_path, preset, output_length):
     ``output_length``: the longest output it will decode (the eager translator's
     source padding injection and epsilon limit are raised to it, so that only the
     length limit ends its output)."""
-    import keras
 
     from keras_attn_zoo.export import Translator
     from keras_attn_zoo.models import build_model
@@ -556,8 +554,6 @@ def run(args):
         "ours_long_mean_target_length": ours[4 * steps]["mean_target_length"],
     }
     if not args.no_keras_hub and config:
-        import keras
-
         # The keras-hub model gets the same source ids as ours.
         sp = _sentencepiece(model_dir)
         ids = [sp.encode(s) + [3] for s in compare_sentences]

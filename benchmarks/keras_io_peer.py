@@ -28,6 +28,7 @@ test sentences (``--eval-limit`` for a shorter run). Our default must win.
 Usage:
     python benchmarks/keras_io_peer.py                       # 2 x 20 min + evaluation
     python benchmarks/keras_io_peer.py --budget-minutes 5 --eval-limit 500
+    python benchmarks/keras_io_peer.py --ours-args "--warmup-steps 200"
     python benchmarks/keras_io_peer.py --smoke
 
 Writes ``benchmarks/results/keras_io_peer-<date>.json`` and prints the table.
@@ -38,6 +39,7 @@ from __future__ import annotations
 import argparse
 import pathlib
 import random
+import shlex
 import sys
 import tempfile
 import time
@@ -61,6 +63,10 @@ def parse_args(argv=None):
                         help="score on the first N test sentences (default: all)")
     parser.add_argument("--work-dir", help="run directories (default: a temporary one)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ours-args", default="",
+                        help="extra train_wmt.py flags for our run, e.g. "
+                             "'--warmup-steps 200 --batch-tokens 2000' (default: none, "
+                             "train_wmt.py's defaults)")
     common.add_common_arguments(parser, repeats=1, warmup=0)
     args = parser.parse_args(argv)
     if args.smoke:
@@ -245,7 +251,7 @@ def run(args):
         ["--time-budget-minutes", str(args.budget_minutes), "--output-dir",
          str(work / "ours"), "--no-export", "--quiet", "--seed", str(args.seed)]
         + (["--eval-limit", str(args.eval_limit)] if args.eval_limit is not None else [])
-        + extra)
+        + extra + shlex.split(args.ours_args))
     print(f"ours: train_wmt.py defaults, {args.budget_minutes} min", flush=True)
     ours = training_run(ours_args)
 
@@ -279,6 +285,7 @@ def run(args):
     if rows[0]["bleu"] is not None:
         winner = "ours" if rows[0]["bleu"] > rows[1]["bleu"] else "peer"
     return {"budget_minutes": args.budget_minutes, "test_pairs": len(test),
+            "ours_args": args.ours_args,
             "data": ours.get("data"), "rows": rows, "winner": winner,
             "sacrebleu_signature": peer_scores.get("sacrebleu_signature"),
             "peer_examples": [{"source": s, "reference": t, "translation": h}

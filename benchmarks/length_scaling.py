@@ -74,8 +74,6 @@ def train_batch(batch, length, vocab_size, seed=0):
 
 
 def measure_training(args, vocab_size):
-    import keras
-
     from decode_speed import parse_model_spec
     from keras_attn_zoo.models import build_model
     from train_throughput import stepper

@@ -165,7 +165,6 @@ def classify(op_type):
 
 def profile_step(args, batches):
     """Op time of one training step, grouped by kind, from TensorFlow's profiler."""
-    import keras
     import tensorflow as tf
     from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
@@ -214,7 +213,6 @@ def what_if_2d_projections(args, batches):
     """Step time of three traces of the same step: static shapes (the backend's
     broadcasting matmuls), relaxed shapes (``tf.einsum``) and static shapes with
     the attention projections as 2-D matmuls."""
-    import keras
     import tensorflow as tf
     from keras.src.backend.tensorflow import numpy as backend_numpy
 

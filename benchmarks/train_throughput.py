@@ -355,8 +355,6 @@ def measure_ours_vs_keras_hub(args, batches, vocab_size, peaks):
 
 
 def measure_zoo(args, batches, vocab_size, peaks):
-    import keras
-
     from keras_attn_zoo.evaluation.flops import training_flops
     from keras_attn_zoo.models import build_model
 

@@ -78,6 +78,7 @@ ROW_FILE = "leaderboard_row.json"
 COLUMNS = [("model", "model"), ("params", "parameters"), ("bleu", "BLEU"),
            ("chrf", "chrF"), ("train_target_tokens_per_second", "train tgt tok/s"),
            ("decode_sentences_per_second", "decode sent/s (batch {batch}, beam {beam})"),
+           ("decode_mean_target_length", "decode mean output pieces"),
            ("paper_gain", "paper's reported gain"), ("status", "status")]
 
 
