@@ -92,13 +92,14 @@ def test_layer_computes_the_weighted_branch_sum():
     layer.alpha.assign([0.1, 0.0, 0.9])
     out = np.asarray(layer(x, memory, context_mask=mask))
 
-    def dense(sublayer, inputs, equation):
-        kernel = np.asarray(sublayer.kernel)
-        return np.einsum(equation, inputs, kernel) + np.asarray(sublayer.bias)
+    def heads(projection, inputs):
+        """`HeadsProjection`: one `d x (M k)` matrix, split into M branches."""
+        flat = inputs @ np.asarray(projection.kernel) + np.asarray(projection.bias)
+        return flat.reshape(inputs.shape[:2] + (3, -1))
 
-    q = dense(layer.query_projection, x, "btd,dhk->bthk")
-    k = dense(layer.key_projection, memory, "bsd,dhk->bshk")
-    v = dense(layer.value_projection, memory, "bsd,dhk->bshk")
+    q = heads(layer.query_projection, x)
+    k = heads(layer.key_projection, memory)
+    v = heads(layer.value_projection, memory)
     expected = np.zeros_like(x)
     for i, (kappa, alpha) in enumerate(zip([0.5, 0.3, 0.2], [0.1, 0.0, 0.9])):
         scores = np.einsum("btk,bsk->bts", q[:, :, i], k[:, :, i]) / 2.0
@@ -130,7 +131,9 @@ def test_a_zero_weight_stops_its_branch_gradient():
             loss = tf.reduce_sum(layer(x) ** 2)
         variables = [layer.query_projection.kernel, layer.ffn_inner.kernel,
                      layer.kappa, layer.alpha]
-        return [np.asarray(g) for g in tape.gradient(loss, variables)]
+        grads = [np.asarray(g) for g in tape.gradient(loss, variables)]
+        grads[0] = grads[0].reshape(8, 2, 4)  # [d, branch, k]
+        return grads
 
     # κ_1 = 0: branch 1's attention projections are frozen. κ_1's own gradient
     # passes only through FFN_1 units with a positive bias: none at

@@ -28,6 +28,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import HeadedAttention
+from keras_attn_zoo.layers.attention_utils import HeadsProjection
 from keras_attn_zoo.layers.attention_utils import attend_values
 from keras_attn_zoo.layers.attention_utils import combine_key_mask
 from keras_attn_zoo.layers.attention_utils import masked_softmax
@@ -105,14 +106,8 @@ class FixedPatternAttention(HeadedAttention):
     def __init__(self, num_heads, key_dim, dropout=0.0, use_bias=True, **kwargs):
         super().__init__(num_heads, key_dim, dropout=dropout, use_bias=use_bias,
                          **kwargs)
-        self.value_projection = keras.layers.EinsumDense(
-            "btd,dhk->bthk",
-            output_shape=(None, num_heads, key_dim),
-            bias_axes="hk" if use_bias else None,
-            kernel_initializer="glorot_uniform",
-            name="value",
-            dtype=self.dtype_policy,
-        )
+        self.value_projection = HeadsProjection(
+            num_heads, key_dim, use_bias, name="value", dtype=self.dtype_policy)
         self.output_projection = None
 
     def build(self, query_shape, context_shape=None):

@@ -6,6 +6,7 @@ import keras
 from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import HeadedAttention
+from keras_attn_zoo.layers.attention_utils import HeadsProjection
 from keras_attn_zoo.layers.attention_utils import attend_values
 from keras_attn_zoo.layers.attention_utils import combine_key_mask
 from keras_attn_zoo.layers.attention_utils import masked_softmax
@@ -56,17 +57,9 @@ class MultiHeadAttention(HeadedAttention):
 
     def _build_input_projections(self, query_shape, context_dim):
         """Creates and builds the query/key/value projections `d -> [h, d_k]`."""
-        heads = (self.num_heads, self.key_dim)
-
         def projection(name):
-            return keras.layers.EinsumDense(
-                "btd,dhk->bthk",
-                output_shape=(None,) + heads,
-                bias_axes="hk" if self.use_bias else None,
-                kernel_initializer="glorot_uniform",
-                name=name,
-                dtype=self.dtype_policy,
-            )
+            return HeadsProjection(self.num_heads, self.key_dim, self.use_bias,
+                                   name=name, dtype=self.dtype_policy)
 
         self.query_projection = projection("query")
         self.key_projection = projection("key")
