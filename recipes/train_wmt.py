@@ -44,7 +44,7 @@ def parse_args(argv=None):
         help="stop after this much training time (default 20 when no other "
              "stop condition is given)",
     )
-    p.add_argument("--batch-tokens", type=int, default=3000,
+    p.add_argument("--batch-tokens", type=int, default=1500,
                    help="token budget per global batch")
     p.add_argument("--max-length", type=int, default=128,
                    help="longest training sequence in pieces; longer pairs are "
@@ -52,7 +52,7 @@ def parse_args(argv=None):
     p.add_argument("--vocab-size", type=int, default=8000)
     p.add_argument("--learning-rate", type=float, default=1e-3,
                    help="peak learning rate after warm-up")
-    p.add_argument("--warmup-steps", type=int, default=150)
+    p.add_argument("--warmup-steps", type=int, default=100)
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--strategy", default="auto",
                    help="auto | default | mirrored | multi_worker")

@@ -129,6 +129,8 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
         carry["finished_alignment"] = tf.zeros(
             [batch_size, beam, num_steps, source_length], tf.float32)
 
+    invariants = common.loop_shape_invariants(carry)
+
     def keep_going(carry):
         return tf.logical_and(tf.logical_not(tf.reduce_all(carry["done"])),
                               carry["step"] < num_steps)
@@ -233,9 +235,9 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
         new_carry["alive_scores"] = tf.where(done[:, tf.newaxis], common.NEG_INF,
                                              alive_scores)
         new_carry["done"] = done
-        return (common.keep_static_shapes(new_carry, carry),)
+        return (common.keep_static_shapes(new_carry, invariants),)
 
-    (carry,) = tf.while_loop(keep_going, body, (carry,))
+    (carry,) = tf.while_loop(keep_going, body, (carry,), shape_invariants=(invariants,))
 
     scores = carry["finished_scores"][:, :num_return]
     lengths = tf.where(scores > common.VALID_THRESHOLD,

@@ -152,17 +152,45 @@ def write_column(buffer, step, values):
     return tf.tensor_scatter_nd_update(buffer, indices, tf.cast(values, buffer.dtype))
 
 
-def keep_static_shapes(new, old):
-    """Gives each tensor of ``new`` the static shape known for ``old``.
+def loop_shape_invariants(carry, state_key="state"):
+    """``tf.while_loop`` shape invariants for a search's ``carry``.
+
+    Every tensor keeps its shape, except the batch-first leaves of rank >= 3
+    of ``carry[state_key]``, whose time axis (axis 1) may vary: self-attention
+    caches ``[B, t, h, k]`` grow by one step per ``decode_step``
+    (``layers.attention_utils.write_self_attention_step``). Rank-2 leaves
+    (recurrent states ``[B, units]``) keep their static feature size.
+    """
+    def relax_time(tensor):
+        shape = tensor.shape
+        if shape.rank is None or shape.rank < 3:
+            return shape
+        return tf.TensorShape([shape[0], None]).concatenate(shape[2:])
+
+    invariants = tf.nest.map_structure(lambda t: t.shape, carry)
+    state = carry[state_key]
+    if isinstance(state, dict) and SHARED_STATE_KEY in state:
+        shared = invariants[state_key][SHARED_STATE_KEY]
+        invariants[state_key] = map_batch_leaves(relax_time, state)
+        invariants[state_key][SHARED_STATE_KEY] = shared
+    else:
+        invariants[state_key] = tf.nest.map_structure(relax_time, state)
+    return invariants
+
+
+def keep_static_shapes(new, shapes):
+    """Gives each tensor of ``new`` the static shape in ``shapes``.
 
     Gathers with computed indices lose static dims; ``tf.while_loop`` rejects
     loop variables whose shape gets less specific, and Keras layers inside
-    ``decode_step`` may need the static feature dims.
+    ``decode_step`` may need the static feature dims. ``shapes`` are the loop's
+    ``loop_shape_invariants`` (so a growing cache keeps a free time axis).
     """
-    def restore(new_tensor, old_tensor):
-        new_tensor.set_shape(old_tensor.shape)
+    def restore(new_tensor, shape):
+        new_tensor.set_shape(shape)
         return new_tensor
-    return tf.nest.map_structure(restore, new, old)
+
+    return tf.nest.map_structure(restore, new, shapes)
 
 
 def mask_after_lengths(values, lengths):

@@ -51,6 +51,8 @@ def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
         source_length = tf.shape(state["attention"])[1]
         carry["alignment"] = tf.zeros([batch_size, num_steps, source_length], tf.float32)
 
+    invariants = common.loop_shape_invariants(carry)
+
     def keep_going(carry):
         return tf.logical_and(tf.logical_not(tf.reduce_all(carry["finished"])),
                               carry["step"] < num_steps)
@@ -81,9 +83,9 @@ def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
         if track_attention:
             new_carry["alignment"] = common.write_column(
                 carry["alignment"], step, new_state["attention"])
-        return (common.keep_static_shapes(new_carry, carry),)
+        return (common.keep_static_shapes(new_carry, invariants),)
 
-    (carry,) = tf.while_loop(keep_going, body, (carry,))
+    (carry,) = tf.while_loop(keep_going, body, (carry,), shape_invariants=(invariants,))
 
     alignment = carry["alignment"][:, tf.newaxis] if track_attention else None
     return common.package_outputs(

@@ -57,18 +57,6 @@ def combine_key_mask(key_mask=None, causal=None):
     return mask
 
 
-def one_hot_write(buffer, step, update):
-    """Writes `update` `[B, 1, ...]` at time index `step` of `buffer` `[B, T, ...]`.
-
-    A one-hot blend instead of `slice_update` keeps the exported decoding graph
-    free of XLA-only ops (a server without XLA kernels can still run it).
-    """
-    length = ops.shape(buffer)[1]
-    selector = ops.cast(ops.equal(ops.arange(length), step), buffer.dtype)
-    selector = ops.reshape(selector, (1, -1) + (1,) * (len(buffer.shape) - 2))
-    return buffer * (1 - selector) + ops.cast(update, buffer.dtype) * selector
-
-
 def sequence_mask(query_length, key_length, key_mask=None, causal=False):
     """The mask of a teacher-forced `call`, `[batch or 1, 1, queries or 1, keys]`.
 
@@ -83,24 +71,35 @@ def sequence_mask(query_length, key_length, key_mask=None, causal=False):
 
 
 def write_self_attention_step(cache, step, updates):
-    """Causal self-attention at decoding time `step`: cache write + visible keys.
+    """Causal self-attention at decoding time `step`: append this step's entries.
+
+    Self-attention caches grow by one time step per decoding step (they start
+    empty, `[B, 0, ...]`): a step then costs O(current length) in attention,
+    cache writes and the beam search's reordering gathers, instead of
+    O(maximum length) with fixed-size buffers, and every cached key is visible
+    (the causal mask is implicit). The searches declare the time axis of the
+    state as variable (`decoding.common.loop_shape_invariants`).
 
     Args:
-        cache: dict of batch-first buffers `[B, max_length, ...]`.
-        step: the time index being decoded.
+        cache: dict of batch-first buffers `[B, step, ...]`.
+        step: the time index being decoded (the buffers' current length).
         updates: dict naming this step's `[B, 1, ...]` entry for each buffer.
 
     Returns:
-        `(cache, mask)`: the buffers of `updates`, each with its entry written
-        at `step` (`one_hot_write`), and a boolean `[1, 1, 1, max_length]`
-        mask that is `True` for steps `0..step`.
+        `(cache, mask)`: the buffers of `updates` with the entry appended, and
+        `None` (no key is hidden).
     """
+    del step  # implied by the buffers' length
     cache = {
-        name: one_hot_write(cache[name], step, update)
+        name: ops.concatenate([cache[name], ops.cast(update, cache[name].dtype)], axis=1)
         for name, update in updates.items()
     }
-    length = ops.shape(next(iter(cache.values())))[1]
-    return cache, (ops.arange(length) <= step)[None, None, None, :]
+    return cache, None
+
+
+def empty_self_attention_cache(batch_size, num_heads, key_dim, dtype):
+    """A `[B, 0, h, k]` buffer for `write_self_attention_step` to grow."""
+    return ops.zeros((batch_size, 0, num_heads, key_dim), dtype=dtype)
 
 
 def attend_values(weights, values, dropout_layer, training=None):

@@ -31,6 +31,7 @@ from keras_attn_zoo.layers.attention_utils import HeadedAttention
 from keras_attn_zoo.layers.attention_utils import HeadsProjection
 from keras_attn_zoo.layers.attention_utils import attend_values
 from keras_attn_zoo.layers.attention_utils import combine_key_mask
+from keras_attn_zoo.layers.attention_utils import empty_self_attention_cache
 from keras_attn_zoo.layers.attention_utils import masked_softmax
 from keras_attn_zoo.layers.attention_utils import sequence_mask
 from keras_attn_zoo.layers.attention_utils import write_self_attention_step
@@ -182,13 +183,14 @@ class FixedPatternAttention(HeadedAttention):
         return max_length
 
     def initial_cache(self, batch_size, max_length, context=None):
-        """Cache for `step`: a zero value buffer of `max_length` steps
-        (self-attention) or the projected source values (`context`)."""
+        """Cache for `step`: an empty value buffer that `step` grows (checked
+        against `max_length` first; self-attention) or the projected source
+        values (`context`)."""
         if context is not None:
             return {"value": self.value_projection(context)}
-        max_length = self._check_cache_length(max_length)
-        shape = (batch_size, max_length, self.num_heads, self.key_dim)
-        return {"value": ops.zeros(shape, dtype=self.compute_dtype)}
+        self._check_cache_length(max_length)
+        return {"value": empty_self_attention_cache(
+            batch_size, self.num_heads, self.key_dim, self.compute_dtype)}
 
     def step(self, query, step, cache, context_mask=None, **pattern_inputs):
         """Attends from one query `[B, 1, d]` at position `step`.

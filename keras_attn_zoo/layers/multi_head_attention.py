@@ -9,6 +9,7 @@ from keras_attn_zoo.layers.attention_utils import HeadedAttention
 from keras_attn_zoo.layers.attention_utils import HeadsProjection
 from keras_attn_zoo.layers.attention_utils import attend_values
 from keras_attn_zoo.layers.attention_utils import combine_key_mask
+from keras_attn_zoo.layers.attention_utils import empty_self_attention_cache
 from keras_attn_zoo.layers.attention_utils import masked_softmax
 from keras_attn_zoo.layers.attention_utils import sequence_mask
 from keras_attn_zoo.layers.attention_utils import write_self_attention_step
@@ -115,17 +116,19 @@ class MultiHeadAttention(HeadedAttention):
     def initial_cache(self, batch_size, max_length, context=None):
         """Cache for `step`.
 
-        Self-attention (`context=None`): zero key/value buffers of `max_length`
-        steps. Cross-attention: the source keys/values, projected once.
+        Self-attention (`context=None`): empty key/value buffers that `step`
+        grows by one entry per call (`max_length` is not needed to allocate
+        them). Cross-attention: the source keys/values, projected once.
         """
         if context is not None:
             return {
                 "key": self.key_projection(context),
                 "value": self.value_projection(context),
             }
-        shape = (batch_size, max_length, self.num_heads, self.key_dim)
-        zeros = ops.zeros(shape, dtype=self.compute_dtype)
-        return {"key": zeros, "value": zeros}
+        del max_length
+        empty = empty_self_attention_cache(
+            batch_size, self.num_heads, self.key_dim, self.compute_dtype)
+        return {"key": empty, "value": empty}
 
     def step(self, query, step, cache, context_mask=None):
         """Attends from one query position `[B, 1, d]` at time `step`.
