@@ -37,8 +37,8 @@ second batch ``tf.function`` (``reduce_retracing``) runs a trace for any batch s
 and length. With ``--shapes relaxed`` (default) every contender is first called on
 a batch of another shape to get that same trace; ``--shapes static`` keeps the
 first, fully static trace, which Keras' TensorFlow backend runs differently (its
-``einsum`` turns ``EinsumDense`` projections into broadcasting batched matmuls when
-the shapes are static; see ``benchmarks/mfu.py``).
+``einsum`` becomes a broadcasting batched matmul when the shapes are static; the
+keras-hub contender's ``EinsumDense`` projections go through it).
 
 Usage:
     python benchmarks/train_throughput.py                 # small + base, ~30 min

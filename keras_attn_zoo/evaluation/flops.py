@@ -422,9 +422,9 @@ def profiler_matmul_flops(function, *args):
 
     The variables are frozen into constants so the profiler sees static shapes.
     Einsum nodes have no registered FLOP statistic (the profiler counts them as
-    0), so functions whose matmuls are ``tf.einsum`` are undercounted; Keras'
-    TensorFlow backend lowers ``EinsumDense`` and ``ops.einsum`` of the zoo to
-    ``MatMul`` / ``BatchMatMulV2``, which are counted.
+    0), so functions whose matmuls are ``tf.einsum`` are undercounted; the
+    zoo's projections are ``MatMul`` and Keras' TensorFlow backend lowers its
+    ``ops.einsum`` (attention scores and values) to ``BatchMatMulV2``, both counted.
     """
     import tensorflow as tf
     from tensorflow.python.framework import convert_to_constants
