@@ -91,7 +91,8 @@ def measure_point(spec, length, preset, vocab_path, batch=1, beam=4):
     start = time.perf_counter()
     output = zoo_call(translator, source, beam, length)()
     seconds = time.perf_counter() - start
-    return {"seconds": seconds,
+    return {"seconds": seconds, "params": int(model.count_params()),
+            "source_tokens_per_s": batch * length / seconds,
             "mean_target_length": float(np.mean(output["lengths"].numpy()))}
 
 
@@ -118,7 +119,9 @@ def _measure_stream(length, preset, vocab_path, batch):
             produced += len(streamer.feed([int(token)]))
         produced += len(streamer.finish())
     seconds = time.perf_counter() - start
-    return {"seconds": seconds, "mean_target_length": produced / batch,
+    return {"seconds": seconds, "params": int(model.count_params()),
+            "source_tokens_per_s": batch * length / seconds,
+            "mean_target_length": produced / batch,
             "note": "greedy streaming, one source token per call; output stripped of "
                     "start/epsilon tokens"}
 
@@ -151,12 +154,29 @@ def run(args):
             growth[spec] = {"mb_per_1000_tokens": (last - first) * 1000 / (
                 last_length - first_length), "from": first_length, "to": last_length}
     return {"preset": args.preset, "batch": args.batch, "beam": args.beam,
-            "rows": rows, "growth": growth}, run_info
+            "rows": rows, "growth": growth,
+            "eager_speedup": eager_speedup(rows)}, run_info
+
+
+def eager_speedup(rows, eager="eager_translator"):
+    """Source tokens/s of ``eager`` over each other model's, per input length
+    (same search and beam; Press & Smith report about 3x an attention model)."""
+    speedups = {}
+    for length in sorted({r["length"] for r in rows}):
+        at = {r["model"]: r for r in rows
+              if r["length"] == length and "source_tokens_per_s" in r}
+        if eager not in at:
+            continue
+        speedups[str(length)] = {
+            model: at[eager]["source_tokens_per_s"] / row["source_tokens_per_s"]
+            for model, row in at.items() if model not in (eager, "eager_stream")}
+    return speedups
 
 
 COLUMNS = [("model", "model", ""), ("length", "N", ""),
            ("baseline_rss_mb", "baseline MiB", ".1f"), ("peak_rss_mb", "peak MiB", ".1f"),
            ("delta_rss_mb", "delta MiB", ".1f"), ("seconds", "s", ".2f"),
+           ("source_tokens_per_s", "src tok/s", ".1f"), ("params", "params", ","),
            ("mean_target_length", "out len", ".1f"), ("skipped", "skipped", ""),
            ("error", "error", "")]
 
@@ -169,6 +189,10 @@ def print_results(results, file=None):
     for spec, growth in results["growth"].items():
         print(f"  {spec}: {growth['mb_per_1000_tokens']:+.1f} MiB per 1000 input tokens "
               f"({growth['from']} -> {growth['to']})", file=file or sys.stdout)
+    for length, ratios in results.get("eager_speedup", {}).items():
+        text = ", ".join(f"{model} x{ratio:.2f}" for model, ratio in ratios.items())
+        print(f"  eager_translator source tokens/s at N={length}: {text}",
+              file=file or sys.stdout)
 
 
 def main(argv=None):
