@@ -322,16 +322,11 @@ class KerasHubSeq2Seq:
 
 def parse_model_spec(spec):
     """``"ran_transformer:apply_to=all"`` -> ``("ran_transformer", {"apply_to": "all"},
-    "ran_transformer:apply_to=all")``; values are parsed as JSON when they can be."""
+    "ran_transformer:apply_to=all")`` (options as ``train_wmt.py --model-options``)."""
+    from keras_attn_zoo.models import parse_model_options
+
     name, _, options = spec.partition(":")
-    kwargs = {}
-    for item in filter(None, options.split(";")):
-        key, _, value = item.partition("=")
-        try:
-            kwargs[key.strip()] = json.loads(value)
-        except json.JSONDecodeError:
-            kwargs[key.strip()] = value.strip()
-    return name.strip(), kwargs, spec
+    return name.strip(), parse_model_options(options), spec
 
 
 class FixedLengthModel:

@@ -26,6 +26,7 @@ from keras_attn_zoo.data.vocabulary import train_sentencepiece
 from keras_attn_zoo.data.vocabulary import vocabulary_size
 from keras_attn_zoo.evaluation.scores import corpus_scores
 from keras_attn_zoo.models import build_model
+from keras_attn_zoo.models import parse_model_options
 from keras_attn_zoo.training import InverseSquareRootSchedule
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training import select_strategy
@@ -36,6 +37,11 @@ from keras_attn_zoo.training.seeding import seed_everything
 MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
                             "fp16": "mixed_float16"}
 EAGER_MODEL = "eager_translator"
+
+
+def model_options(args):
+    """The builder arguments of `--model-options` (absent in older Namespaces)."""
+    return parse_model_options(getattr(args, "model_options", ""))
 
 
 @dataclasses.dataclass
@@ -236,7 +242,8 @@ def training_run(args):
             return dataset
 
     with strategy.scope():
-        model = build_model(args.model, model_vocab, preset=args.preset)
+        model = build_model(args.model, model_vocab, preset=args.preset,
+                            **model_options(args))
         optimizer = keras.optimizers.Adam(
             InverseSquareRootSchedule(args.learning_rate, args.warmup_steps),
             beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=None,
@@ -272,6 +279,7 @@ def training_run(args):
     results = {
         "model": args.model,
         "preset": args.preset,
+        "model_options": model_options(args),
         "data": corpus.description,
         "direction": args.direction,
         "params": params,
@@ -313,8 +321,9 @@ def training_run(args):
         print(f"test: BLEU {results['bleu']} chrF {results['chrf']} on {len(test)} "
               f"sentences ({results['sacrebleu_signature']})")
     if not args.no_export:
-        card = {k: results.get(k) for k in ("model", "preset", "data", "direction",
-                                            "bleu", "chrf", "sacrebleu_signature", "params")}
+        card = {k: results.get(k) for k in (
+            "model", "preset", "model_options", "data", "direction", "bleu", "chrf",
+            "sacrebleu_signature", "params")}
         path = export_saved_model(model, tokenizer, export_base, name=name, model_card=card,
                                   beam_size=args.beam_size,
                                   length_penalty=args.length_penalty)

@@ -155,15 +155,18 @@ def restore_model(train_args, vocab_path):
     from keras_attn_zoo.data.vocabulary import vocabulary_size
     from keras_attn_zoo.models import build_model
     from keras_attn_zoo.workflow import MIXED_PRECISION_POLICIES
+    from keras_attn_zoo.workflow import model_options
 
     keras.mixed_precision.set_global_policy(
         MIXED_PRECISION_POLICIES[train_args.mixed_precision])
     tokenizer = load_tokenizer(vocab_path)
     size = vocabulary_size(tokenizer)
-    model = build_model(train_args.model, size, preset=train_args.preset)
+    options = model_options(train_args)
+    model = build_model(train_args.model, size, preset=train_args.preset, **options)
     extra = int(getattr(model, "extra_token_count", 0) or 0)
     if extra:  # ids beyond the SentencePiece pieces (the eager translator's 3)
-        model = build_model(train_args.model, size + extra, preset=train_args.preset)
+        model = build_model(train_args.model, size + extra, preset=train_args.preset,
+                            **options)
     checkpoints = pathlib.Path(train_args.output_dir) / "checkpoints"
     latest = tf.train.latest_checkpoint(str(checkpoints))
     if latest is None:

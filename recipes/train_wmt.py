@@ -44,6 +44,9 @@ def parse_args(argv=None):
         help="stop after this much training time (default 20 when no other "
              "stop condition is given)",
     )
+    p.add_argument("--model-options", default="",
+                   help="builder arguments over the preset, key=value pairs joined "
+                        "by ';' (e.g. 'norm_first=true' or 'apply_to=all')")
     p.add_argument("--batch-tokens", type=int, default=1500,
                    help="token budget per global batch")
     p.add_argument("--max-length", type=int, default=128,

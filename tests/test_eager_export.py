@@ -237,7 +237,8 @@ def test_recipe_trains_evaluates_and_exports(tiny_parallel_corpus, tmp_path):
                "--model", "eager_translator", "--preset", "tiny", "--data", "files",
                "--max-steps", "3", "--eval-limit", "5", "--vocab-size", "100",
                "--batch-tokens", "600", "--output-dir", str(tmp_path / "run"),
-               "--export-dir", str(tmp_path / "export"), "--quiet"]
+               "--export-dir", str(tmp_path / "export"), "--quiet",
+               "--model-options", "hidden_dim=24"]
     command += [item for pair in files.items() for item in pair]
     completed = subprocess.run(
         command, capture_output=True, text=True, timeout=300, cwd=tmp_path,
@@ -255,3 +256,6 @@ def test_recipe_trains_evaluates_and_exports(tiny_parallel_corpus, tmp_path):
     card = json.loads((export / "model_card.json").read_text())
     assert card["model_class"] == "EagerLSTMTranslator"
     assert card["model_config"]["vocabulary_size"] == card["vocabulary_size"] + 3
+    # --model-options reaches the builder and is recorded with the run.
+    assert results["model_options"] == {"hidden_dim": 24}
+    assert card["model_config"]["hidden_dim"] == 24

@@ -55,3 +55,13 @@ def test_bad_arguments_are_named():
         transformer(100, preset="tiny", num_layerz=3)
     with pytest.raises(ValueError, match="divisible"):
         transformer(100, preset="tiny", num_heads=3)
+
+
+def test_model_options_parse_json_values_and_name_bad_items():
+    from keras_attn_zoo.models import parse_model_options
+
+    assert parse_model_options("norm_first=true; num_heads=8;apply_to=all") == {
+        "norm_first": True, "num_heads": 8, "apply_to": "all"}
+    assert parse_model_options("") == {}
+    with pytest.raises(ValueError, match="'norm_first' is not key=value"):
+        parse_model_options("norm_first")

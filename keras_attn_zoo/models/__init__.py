@@ -1,5 +1,7 @@
 """Model builders of the zoo."""
 
+import json
+
 from keras_attn_zoo.models.bahdanau_rnn import BahdanauRNN
 from keras_attn_zoo.models.bahdanau_rnn import bahdanau_rnn
 from keras_attn_zoo.models.baselines import hard_coded_transformer
@@ -24,6 +26,25 @@ MODEL_BUILDERS = {
     "synthesizer_transformer": synthesizer_transformer,
     "weighted_transformer": weighted_transformer,
 }
+
+
+def parse_model_options(text):
+    """`"norm_first=true;num_heads=8"` -> `{"norm_first": True, "num_heads": 8}`.
+
+    The `--model-options` syntax of the recipes and benchmarks: `key=value`
+    pairs joined by `;`, values read as JSON when they parse (numbers, `true`,
+    lists), else kept as strings (`apply_to=all`).
+    """
+    options = {}
+    for item in filter(None, (text or "").split(";")):
+        key, separator, value = item.partition("=")
+        if not separator or not key.strip():
+            raise ValueError(f"Model option {item!r} is not key=value.")
+        try:
+            options[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            options[key.strip()] = value.strip()
+    return options
 
 
 def build_model(name, vocabulary_size, preset="small", **overrides):
