@@ -120,8 +120,9 @@ def check_training_lowers_the_loss(model, corpus, tokenizer, steps=20, max_lengt
 def transformer_parameters(vocabulary_size, preset):
     """`transformer(vocabulary_size, preset=preset)`'s exact parameter count.
 
-    Shared embeddings + per-layer attention, FFN and layer norms (checked
-    against the model by tests/test_transformer.py).
+    Shared embeddings + per-layer attention, FFN and layer norms, plus one
+    final layer norm per stack when the preset is pre-norm (checked against
+    the model by tests/test_transformer.py).
     """
     p = TRANSFORMER_PRESETS[preset]
     d, f = p["model_dim"], p["intermediate_dim"]
@@ -129,8 +130,9 @@ def transformer_parameters(vocabulary_size, preset):
     ffn = d * f + f + f * d + d
     encoder_layer = attention + ffn + 2 * 2 * d
     decoder_layer = 2 * attention + ffn + 3 * 2 * d
+    final_norms = 2 * 2 * d if p.get("norm_first") else 0
     return (vocabulary_size * d + p["num_encoder_layers"] * encoder_layer
-            + p["num_decoder_layers"] * decoder_layer)
+            + p["num_decoder_layers"] * decoder_layer + final_norms)
 
 
 class ModelContract:

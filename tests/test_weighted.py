@@ -260,8 +260,9 @@ def test_parameter_count_follows_the_formula(width):
     ffn = d * f + f + f * d + d
     encoder_layer = branched + 2 * d  # one layer norm, no separate FFN
     decoder_layer = attention + branched + 2 * 2 * d
+    final_norms = 2 * 2 * d if p.get("norm_first") else 0  # pre-norm: one per stack
     formula = 8000 * d + p["num_encoder_layers"] * encoder_layer + p[
-        "num_decoder_layers"] * decoder_layer
+        "num_decoder_layers"] * decoder_layer + final_norms
     model = weighted_transformer(8000, preset="small", branch_intermediate_dim=width)
     assert model.count_params() == formula
     assert ffn  # (the Transformer's FFN, for comparison in the docstring)
