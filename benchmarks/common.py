@@ -30,6 +30,7 @@ import math
 import os
 import pathlib
 import platform
+import re
 import resource
 import statistics
 import subprocess
@@ -350,8 +351,17 @@ def run_isolated(script, function, kwargs=None, timeout=900):
     for line in reversed(completed.stdout.splitlines()):
         if line.startswith(_RESULT_MARKER):
             return json.loads(line[len(_RESULT_MARKER):])
-    return {"error": completed.stderr.strip().splitlines()[-1:] or "no result",
-            "returncode": completed.returncode}
+    return {"error": child_error(completed.stderr), "returncode": completed.returncode}
+
+
+def child_error(stderr):
+    """The exception line of a child's traceback (TensorFlow's messages end in
+    node names, so the line naming the exception is the useful one)."""
+    lines = stderr.strip().splitlines()
+    for line in reversed(lines):
+        if re.match(r"^[\w.]+(Error|Exception|Exit)\b.*?: ", line):
+            return line.strip()[:500]
+    return lines[-1].strip()[:500] if lines else "no result"
 
 
 _BASELINE = {}
