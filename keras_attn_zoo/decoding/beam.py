@@ -124,10 +124,18 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
         "state": state,
     }
     if track_attention:
-        source_length = tf.shape(state["attention"])[1]
-        carry["alive_alignment"] = tf.zeros([rows, num_steps, source_length], tf.float32)
-        carry["finished_alignment"] = tf.zeros(
-            [batch_size, beam, num_steps, source_length], tf.float32)
+        # Each step's attention rows and the beams' parent rows, written once
+        # and never reordered; a hypothesis' alignment is read back along its
+        # ancestry at the end (``_backtrack_alignment``). Reordering a
+        # ``[rows, max_len, S]`` buffer every step would cost O(max_len * S)
+        # per step instead of O(S).
+        carry["attention_steps"] = tf.TensorArray(
+            tf.float32, size=num_steps, element_shape=tf.TensorShape([None, None]))
+        carry["parent_steps"] = tf.TensorArray(
+            tf.int32, size=num_steps, element_shape=tf.TensorShape([None]))
+        # The flat alive row each finished hypothesis ended from (its EOS step
+        # is its length).
+        carry["finished_end_rows"] = tf.zeros([batch_size, beam], tf.int32)
 
     invariants = common.loop_shape_invariants(carry)
 
@@ -142,11 +150,6 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             logits, step, carry["alive_tokens"], new_state, row_max_lengths,
             logits_processor)
         vocab_size = tf.shape(log_probs)[1]
-        alive_alignment = None
-        if track_attention:
-            # Written before reordering: the attention row belongs to the parent.
-            alive_alignment = common.write_column(
-                carry["alive_alignment"], step, new_state["attention"])
 
         # [B, K*V] candidates; anything built on a banned token or a dead
         # beam is pinned to exactly NEG_INF.
@@ -180,7 +183,11 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             "state": common.map_batch_leaves(reorder, new_state),
         }
         if track_attention:
-            new_carry["alive_alignment"] = reorder(alive_alignment)
+            # Row r of step `step` belongs to the hypothesis in row r before
+            # this step's reordering; parent_rows maps the new rows onto them.
+            new_carry["attention_steps"] = carry["attention_steps"].write(
+                step, tf.cast(new_state["attention"], tf.float32))
+            new_carry["parent_steps"] = carry["parent_steps"].write(step, parent_rows)
 
         # Finished set: EOS candidates from the top K join the K finished
         # hypotheses; the best K of the union stay (ties keep the older one).
@@ -191,7 +198,7 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             common.NEG_INF)
         finished_keys = ["finished_scores", "finished_tokens", "finished_lengths"]
         if track_attention:
-            finished_keys.append("finished_alignment")
+            finished_keys.append("finished_end_rows")
         old_finished = {key: carry[key] for key in finished_keys}
 
         def merge_finished():
@@ -209,8 +216,7 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
                 "finished_lengths": tf.fill([batch_size, beam], step),
             }
             if track_attention:
-                new["finished_alignment"] = by_sentence(
-                    tf.gather(alive_alignment, flat_eos_rows))
+                new["finished_end_rows"] = by_sentence(flat_eos_rows)
             union = {key: tf.concat([old_finished[key], new[key]], axis=1)
                      for key in finished_keys}
             _, kept = tf.math.top_k(union["finished_scores"], k=beam)
@@ -244,7 +250,10 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
                        carry["finished_lengths"][:, :num_return], 0)
     alignment = None
     if track_attention:
-        alignment = carry["finished_alignment"][:, :num_return]
+        alignment = _alignment_or_empty(
+            carry["attention_steps"], carry["parent_steps"], carry["step"],
+            carry["finished_end_rows"][:, :num_return],
+            carry["finished_lengths"][:, :num_return], tf.shape(state["attention"])[1])
     return common.package_outputs(
         tokens=carry["finished_tokens"][:, :num_return],
         lengths=lengths,
@@ -252,3 +261,41 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
         alignment=alignment,
         steps=carry["step"],
     )
+
+
+def _backtrack_alignment(attention_steps, parent_steps, steps_done, end_rows, end_steps):
+    """``[B, N, steps_done, S]`` alignments of finished hypotheses.
+
+    A hypothesis that ended (EOS) at step ``e`` from flat row ``r_e`` has, at
+    step ``t < e``, the row ``r_t = parents[t][r_{t+1}]``; its alignment row
+    ``t`` is ``attention[t][r_t]`` for ``t <= e`` and 0 after. One reverse scan
+    over the steps, O(steps * B * N * S) once per search.
+    """
+    times = tf.range(steps_done)
+    attention = attention_steps.gather(times)  # [T, rows, S]
+    parents = parent_steps.gather(times)  # [T, rows]
+
+    def back_one_step(row_after, t):
+        row = tf.where(t < end_steps, tf.gather(parents[t], row_after), end_rows)
+        rows_attention = tf.gather(attention[t], row)  # [B, N, S]
+        active = (t <= end_steps)[..., tf.newaxis]
+        return row, tf.where(active, rows_attention, tf.zeros_like(rows_attention))
+
+    def scan_step(carried, t):
+        return back_one_step(carried[0], t)
+
+    initial = (end_rows, tf.zeros(tf.concat(
+        [tf.shape(end_rows), tf.shape(attention)[2:]], axis=0), tf.float32))
+    _, reversed_rows = tf.scan(scan_step, tf.reverse(times, [0]), initializer=initial)
+    return tf.transpose(tf.reverse(reversed_rows, [0]), [1, 2, 0, 3])
+
+
+def _alignment_or_empty(attention_steps, parent_steps, steps_done, end_rows, end_steps,
+                        source_length):
+    """``_backtrack_alignment``, or an empty time axis when no step ran (empty batch)."""
+    return tf.cond(
+        steps_done > 0,
+        lambda: _backtrack_alignment(attention_steps, parent_steps, steps_done,
+                                     end_rows, end_steps),
+        lambda: tf.zeros(tf.concat([tf.shape(end_rows), [0, source_length]], 0)))
+

@@ -167,7 +167,12 @@ def loop_shape_invariants(carry, state_key="state"):
             return shape
         return tf.TensorShape([shape[0], None]).concatenate(shape[2:])
 
-    invariants = tf.nest.map_structure(lambda t: t.shape, carry)
+    def own_shape(value):
+        if isinstance(value, tf.TensorArray):
+            return tf.TensorShape(None)  # while_loop tracks a TensorArray's own shape
+        return value.shape
+
+    invariants = tf.nest.map_structure(own_shape, carry)
     state = carry[state_key]
     if isinstance(state, dict) and SHARED_STATE_KEY in state:
         shared = invariants[state_key][SHARED_STATE_KEY]
@@ -187,7 +192,8 @@ def keep_static_shapes(new, shapes):
     ``loop_shape_invariants`` (so a growing cache keeps a free time axis).
     """
     def restore(new_tensor, shape):
-        new_tensor.set_shape(shape)
+        if not isinstance(new_tensor, tf.TensorArray):
+            new_tensor.set_shape(shape)
         return new_tensor
 
     return tf.nest.map_structure(restore, new, shapes)
