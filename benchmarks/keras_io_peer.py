@@ -2,7 +2,7 @@
 """The keras.io "English-to-Spanish translation with KerasHub" recipe as a peer.
 
 Both systems get the same data (the Ding corpus, German -> English, the split of
-``recipes/train_wmt.py``: trained on sentences and phrases, tested on the test
+``recipes/train_wmt.py``: trained on the training sentences, tested on the test
 sentences), the same SentencePiece vocabulary (trained by our run) and the same
 wall-clock training budget (``--budget-minutes``; ``train_wmt.py``'s default run
 trains for 20 minutes). Then both are scored with sacreBLEU and chrF on the Ding
