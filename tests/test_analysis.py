@@ -167,7 +167,7 @@ def test_attention_maps_of_every_slot_match_the_model():
     target = np.array([[2, 10, 11], [2, 12, 0]], "int32")
     model = gmm_transformer(40, preset="tiny", num_decoder_layers=2, gmm_layers=[1])
     maps = attention_maps(model, source, target)
-    assert maps["encoder_self"].shape == (1, 2, 2, 4, 4)
+    assert maps["encoder_self"].shape == (2, 2, 2, 4, 4)
     assert maps["decoder_self"].shape == (2, 2, 2, 3, 3)
     np.testing.assert_allclose(maps["cross"], model.cross_attention_weights(source, target),
                                atol=1e-6)
@@ -181,7 +181,9 @@ def test_attention_maps_of_every_slot_match_the_model():
 
     ran = ran_matrices(ran_transformer(40, preset="tiny", apply_to="all", max_length=12), 6)
     assert set(ran) == {"encoder_self", "decoder_self"}
-    assert ran["decoder_self"].shape == (1, 2, 6, 6)
+    assert ran["decoder_self"].shape == (2, 2, 6, 6)
+    # Layer l shows its own matrix A_l: the two layers differ.
+    assert np.abs(ran["decoder_self"][0] - ran["decoder_self"][1]).max() > 1e-4
     np.testing.assert_allclose(ran["decoder_self"].sum(-1), 1.0, atol=1e-6)
     np.testing.assert_allclose(np.triu(ran["decoder_self"][0, 0], 1), 0.0)
 
@@ -281,7 +283,9 @@ def test_analyze_keras_model_writes_every_promised_file(analysis_setup):
     for slot, values in attention["per_layer_head"].items():
         for value in np.ravel(values):
             assert 0.0 <= value <= math.log(64)
-    assert attention["js_divergence"]["cross"] == [[0.0]]  # one decoder layer
+    # Two decoder layers: a symmetric matrix with a zero diagonal.
+    js = np.asarray(attention["js_divergence"]["cross"])
+    assert js.shape == (2, 2) and np.allclose(np.diag(js), 0.0) and np.allclose(js, js.T)
     alignment = report["alignment"]
     assert alignment["sentences"] + len(alignment["skipped_lines"]) == len(setup["pairs"])
     for key in ("aer", "precision", "recall"):

@@ -168,11 +168,18 @@ def test_causal_and_padding_invariant(model):
     model_checks.check_padding_invariance(model, batch)
 
 
-def test_cached_decoding_equals_full_pass(model):
+def test_cached_decoding_equals_full_pass_while_the_source_is_read(model):
+    assert min(model_checks.stack_depths(model)) >= 2
     model_checks.check_cached_decoding(model, equal_length_batch())
-    # With a source EOS: steps before it read the source; at the EOS step
-    # the state's EOS log-prob is the full pass's (reading the source EOS).
+    # With a source EOS: exactly the steps before it are compared (after it,
+    # decoding injects the source-pad token where the full pass reads the
+    # source)...
     batch = equal_length_batch(seed=1, with_eos=True)
+    compared = model.stepwise_positions(batch["source_ids"], batch["target_ids"])
+    assert compared.sum(axis=1).tolist() == [6, 5, 4]
+    model_checks.check_cached_decoding(model, batch)
+    # ...and at the EOS step the state's EOS log-prob is the full pass's
+    # (reading the source EOS).
     reference = np.asarray(keras.ops.log_softmax(model(batch), axis=-1))
     state = model.initial_state(model.encode(batch["source_ids"]), 7)
     ends = np.asarray(state["source_end"])

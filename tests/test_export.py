@@ -186,7 +186,9 @@ def test_undecodable_bytes_become_replacement_character(exported):
     out = translator.translate(tf.constant([b"the \xff\xfe dog", "the \ufffd dog"]))
     first, second = out["translation"].numpy()
     assert first == second
-    np.testing.assert_allclose(out["score"].numpy()[0], out["score"].numpy()[1])
+    # Two batch rows: equal up to float32 rounding of the batched matmuls.
+    np.testing.assert_allclose(out["score"].numpy()[0], out["score"].numpy()[1],
+                               rtol=0, atol=1e-5)
     first.decode("utf-8")  # the output is valid UTF-8
 
 

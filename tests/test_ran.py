@@ -92,7 +92,8 @@ def test_slices_are_the_top_left_of_the_full_matrices():
     stack = RecurrentAttentionMatrices(num_heads=2, max_length=8, num_layers=2)
     full = stack.full_matrices()
     for output, matrices in zip(stack(np.zeros((3, 5), "int32")), full):
-        np.testing.assert_allclose(output["attention_matrix"], matrices[:, :5, :5])
+        np.testing.assert_allclose(output["attention_matrix"], matrices[:, :5, :5],
+                                   atol=1e-6)
 
 
 def test_rows_sum_to_one_over_real_keys_and_ignore_masked_keys():
@@ -131,12 +132,47 @@ def test_inference_matrices_equal_the_training_ones(batch):
     shared = state["shared"][DECODER_SELF]
     trained = model.stack_layers[DECODER_SELF](batch["target_ids"])
     length = batch["target_ids"].shape[1]
-    assert len(shared) == len(trained) == 1
+    assert len(shared) == len(trained) == 2
     for inference, training in zip(shared, trained):
         inference = np.asarray(inference["attention_matrix"])
         assert inference.shape == (2, 12, 12)
         np.testing.assert_allclose(inference[:, :length, :length],
                                    training["attention_matrix"], atol=1e-6)
+
+
+@pytest.mark.parametrize("apply_to", ["encoder", "decoder", "all"])
+def test_each_layer_of_the_functional_graph_attends_with_its_own_matrix(apply_to, batch):
+    """Block l of a stack gets A_l in `model(...)` (what fit trains), not A_L.
+
+    Each RecurrentAttention layer records the matrix it is called with; the
+    real computation runs unchanged.
+    """
+    model = ran_transformer(VOCAB, preset="tiny", apply_to=apply_to, max_length=16,
+                            num_encoder_layers=3, num_decoder_layers=3)
+    received = {}
+    for blocks in (model.encoder_blocks, model.decoder_blocks):
+        for block in blocks:
+            layer = block.self_attention
+            if isinstance(layer, RecurrentAttention):
+                original = layer._pattern
+
+                def record(*args, _layer=layer, _original=original, **kwargs):
+                    received[_layer.name] = kwargs["attention_matrix"]
+                    return _original(*args, **kwargs)
+
+                layer._pattern = record
+    model(batch, training=False)
+    for slot, stack in model.stack_layers.items():
+        blocks = model.encoder_blocks if "encoder" in slot else model.decoder_blocks
+        full = [np.asarray(m) for m in stack.full_matrices()]
+        assert len(full) == len(blocks) == 3
+        for index, block in enumerate(blocks):
+            got = np.asarray(received[block.self_attention.name])
+            length = got.shape[-1]
+            np.testing.assert_allclose(got, full[index][:, :length, :length], atol=1e-6,
+                                       err_msg=f"{slot} block {index} got another matrix")
+        # And the layers' matrices really differ, so the check above can tell.
+        assert np.abs(full[0] - full[-1]).max() > 1e-3
 
 
 def test_fixed_initial_matrices_are_not_trained(batch):

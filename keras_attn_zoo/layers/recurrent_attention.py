@@ -171,10 +171,17 @@ class RecurrentAttentionMatrices(keras.layers.Layer):
         length = ids.shape[1]
         if length is not None:
             check_max_length(length, self.max_length)
-        spec = keras.KerasTensor(
-            (self.num_heads, length, length), dtype=self.compute_dtype
-        )
-        return [{"attention_matrix": spec} for _ in range(self.num_layers)]
+        # One KerasTensor object per layer: the functional graph identifies
+        # outputs by object, so a single shared spec would wire every block to
+        # the last matrix A_L.
+        return [
+            {
+                "attention_matrix": keras.KerasTensor(
+                    (self.num_heads, length, length), dtype=self.compute_dtype
+                )
+            }
+            for _ in range(self.num_layers)
+        ]
 
     def get_config(self):
         config = super().get_config()

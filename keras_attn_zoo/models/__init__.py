@@ -27,6 +27,21 @@ MODEL_BUILDERS = {
     "weighted_transformer": weighted_transformer,
 }
 
+# The published models the zoo compares, by the names the papers use: builder
+# name and builder options. Every builder appears at least once.
+MODEL_VARIANTS = {
+    "transformer": ("transformer", {}),
+    "RAN-E": ("ran_transformer", {"apply_to": "encoder"}),
+    "RAN-D": ("ran_transformer", {"apply_to": "decoder"}),
+    "RAN-ALL": ("ran_transformer", {"apply_to": "all"}),
+    "GMM": ("gmm_transformer", {}),
+    "weighted": ("weighted_transformer", {}),
+    "HC-SA": ("hard_coded_transformer", {}),
+    "Syn-R": ("synthesizer_transformer", {}),
+    "RNNsearch": ("bahdanau_rnn", {}),
+    "eager": ("eager_translator", {}),
+}
+
 
 def parse_model_options(text):
     """`"norm_first=true;num_heads=8"` -> `{"norm_first": True, "num_heads": 8}`.

@@ -48,6 +48,7 @@ appended after the SentencePiece vocabulary), so ``Translator`` and
 """
 
 import keras
+import numpy as np
 from keras import ops
 
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
@@ -446,6 +447,17 @@ class EagerLSTMTranslator(ZooModel):
         lengths = ops.sum(ops.cast(ops.not_equal(source_ids, PAD_ID), "int32"), axis=1)
         first_eos = ops.cast(ops.argmax(ops.cast(is_eos, "int32"), axis=1), "int32")
         return ops.where(ops.any(is_eos, axis=1), first_eos, lengths)
+
+    def stepwise_positions(self, source_ids, target_ids):
+        """Real target positions before the source EOS.
+
+        From the source EOS on, `decode_step` injects the source-pad token
+        (the paper's source padding) where the teacher-forced pass reads the
+        given source, so only the reading positions must agree.
+        """
+        before_end = (np.arange(np.shape(target_ids)[1])[None, :]
+                      < np.asarray(self.source_end(source_ids))[:, None])
+        return super().stepwise_positions(source_ids, target_ids) & before_end
 
     def encode(self, source_ids, training=False):
         """No encoder: the memory is the source itself.
