@@ -49,6 +49,26 @@ def test_decoding_counts_one_step_per_token_with_growing_caches():
     assert beam == 912 + 192 + 4 * (steps + 3 * 80)
 
 
+def test_branch_ffns_follow_the_builders_width_rule():
+    # TOY with encoder self and cross branched: M = 2 branch FFNs of width f_b
+    # cost 2 * 4 d f_b per query token: 128 at the default f_b = f / M = 4,
+    # 256 with "full" (f_b = f = 8), on 3 encoder + 2 cross query tokens.
+    weighted = dict(TOY, encoder_self_attention="branched_weighted",
+                    cross_attention="branched_weighted")
+
+    def total(**options):
+        config = dict(weighted, attention_options=options)
+        return flops.forward_flops(config, 1, 3, 2)["total"]
+
+    default = total()
+    assert total(branch_intermediate_dim="split") == default
+    assert total(branch_intermediate_dim=None) == default
+    assert total(branch_intermediate_dim="full") - default == 5 * (256 - 128)
+    assert total(branch_intermediate_dim=6) - default == 5 * 2 * 4 * 4 * (6 - 4)
+    with pytest.raises(ValueError, match="branch_intermediate_dim"):
+        total(branch_intermediate_dim="half")
+
+
 def test_mfu():
     assert flops.mfu(100e9, 2.0, 100e9) == pytest.approx(0.5)
 

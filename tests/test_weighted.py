@@ -1,5 +1,7 @@
 """The Weighted Transformer: simplex projection, branched attention, model."""
 
+import inspect
+
 import keras
 import numpy as np
 import pytest
@@ -9,6 +11,9 @@ from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo.decoding import beam_search
 from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
+from keras_attn_zoo.models.transformer import transformer
+from keras_attn_zoo.models.weighted_transformer import branch_width
+from keras_attn_zoo.models.weighted_transformer import branched_layers
 from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 from keras_attn_zoo.training import Trainer
@@ -185,10 +190,10 @@ CONFIGURATIONS = {
     # The default: paper's projection, encoder self + cross branched.
     "default": dict(),
     # Every slot branched (the decoder self-attention steps through its own
-    # cache), softmax weights, the port's split FFN width.
-    "all_slots_softmax_split": dict(
+    # cache), softmax weights, full-width branch FFNs (the non-default width).
+    "all_slots_softmax_full": dict(
         branched_slots=("encoder_self", "decoder_self", "cross"),
-        weight_parameterization="softmax", branch_intermediate_dim="split",
+        weight_parameterization="softmax", branch_intermediate_dim="full",
         num_heads=4,
     ),
 }
@@ -241,31 +246,94 @@ def test_slots_and_feed_forwards_follow_the_kinds():
         weighted_transformer(VOCAB, preset="tiny", cross_attention="multi_head")
     with pytest.raises(ValueError, match="slot"):
         weighted_transformer(VOCAB, preset="tiny", branched_slots=("decoder",))
-    with pytest.raises(ValueError, match="branch_intermediate_dim"):
-        weighted_transformer(VOCAB, preset="tiny", branch_intermediate_dim="half")
+    for bad in ("half", 0, -8, True, 2.5):
+        with pytest.raises(ValueError, match="branch_intermediate_dim"):
+            weighted_transformer(VOCAB, preset="tiny", branch_intermediate_dim=bad)
 
 
-@pytest.mark.parametrize("width", [None, "split"])
-def test_parameter_count_follows_the_formula(width):
-    p = TRANSFORMER_PRESETS["small"]
+def test_none_means_the_default_split_width_and_is_stored_as_a_keyword():
+    p = TRANSFORMER_PRESETS["tiny"]
+    model = weighted_transformer(VOCAB, preset="tiny", branch_intermediate_dim=None)
+    assert model.zoo_config["attention_options"]["branch_intermediate_dim"] == "split"
+    widths = {layer.get_config()["intermediate_dim"]
+              for layer in branched_layers(model).values()}
+    assert widths == {p["intermediate_dim"] // p["num_heads"]}
+
+
+# Vocabularies of the size comparison: realistic joint vocabularies (the
+# embedding is a large share of the small models).
+PARITY_VOCABULARY = {"tiny": 8000, "small": 8000, "base": 37000, "big": 37000}
+
+
+def default_branch_width(preset):
+    """The width the builder's default gives at `preset`, through its own rule."""
+    p = TRANSFORMER_PRESETS[preset]
+    default = inspect.signature(weighted_transformer).parameters[
+        "branch_intermediate_dim"].default
+    return branch_width({**p, "attention_options": {"branch_intermediate_dim": default}})
+
+
+def formula_parameters(vocabulary_size, preset, inner=None):
+    """Exact parameter count from the preset's sizes: `transformer(...)` when
+    `inner` is None, else `weighted_transformer(...)` (default slots: encoder
+    self and cross branched) with branch FFN width `inner`."""
+    p = TRANSFORMER_PRESETS[preset]
     d, f, m = p["model_dim"], p["intermediate_dim"], p["num_heads"]
-    inner = f if width is None else f // m
-    attention = 4 * (d * d + d)
-    branched = (
-        3 * (d * d + d)  # Q, K, V of all branches
-        + d * d + m * d  # W_i^O (d_k x d each) and per-branch biases
-        + m * (d * inner + inner + inner * d + d)  # branch FFNs
-        + 2 * m  # kappa, alpha
-    )
+    attention = 4 * (d * d + d)  # Q, K, V, O with biases
     ffn = d * f + f + f * d + d
-    encoder_layer = branched + 2 * d  # one layer norm, no separate FFN
-    decoder_layer = attention + branched + 2 * 2 * d
-    final_norms = 2 * 2 * d if p.get("norm_first") else 0  # pre-norm: one per stack
-    formula = 8000 * d + p["num_encoder_layers"] * encoder_layer + p[
-        "num_decoder_layers"] * decoder_layer + final_norms
-    model = weighted_transformer(8000, preset="small", branch_intermediate_dim=width)
-    assert model.count_params() == formula
-    assert ffn  # (the Transformer's FFN, for comparison in the docstring)
+    norm = 2 * d
+    if inner is None:
+        encoder_layer = attention + ffn + 2 * norm
+        decoder_layer = 2 * attention + ffn + 3 * norm
+    else:
+        branched = (
+            3 * (d * d + d)  # Q, K, V of all branches
+            + d * d + m * d  # W_i^O (d_k x d each) and per-branch biases
+            + m * (d * inner + inner + inner * d + d)  # branch FFNs
+            + 2 * m  # kappa, alpha
+        )
+        encoder_layer = branched + norm  # one layer norm, no separate FFN
+        decoder_layer = attention + branched + 2 * norm
+    final_norms = 2 * norm if p.get("norm_first") else 0  # pre-norm: one per stack
+    return (vocabulary_size * d + p["num_encoder_layers"] * encoder_layer
+            + p["num_decoder_layers"] * decoder_layer + final_norms)
+
+
+@pytest.mark.parametrize("preset, option", [
+    ("tiny", "transformer"), ("tiny", "default"),
+    ("small", "transformer"), ("small", "default"), ("small", "full"), ("small", 96),
+])
+def test_parameter_count_follows_the_formula(preset, option):
+    """Built models against `formula_parameters`, at a post-norm (tiny) and a
+    pre-norm (small) preset; the default branch width is d_ff // M."""
+    p = TRANSFORMER_PRESETS[preset]
+    f, m = p["intermediate_dim"], p["num_heads"]
+    vocabulary = PARITY_VOCABULARY[preset]
+    if option == "transformer":
+        model, inner = transformer(vocabulary, preset=preset), None
+    else:
+        kwargs = {} if option == "default" else {"branch_intermediate_dim": option}
+        model = weighted_transformer(vocabulary, preset=preset, **kwargs)
+        inner = {"default": f // m, "full": f}.get(option, option)
+    assert model.count_params() == formula_parameters(vocabulary, preset, inner)
+
+
+@pytest.mark.parametrize("preset", ["tiny", "small", "base", "big"])
+def test_default_weighted_transformer_has_the_transformers_size(preset):
+    """The paper compares the two at about the same size: within 2% at every
+    preset with the default branch width (full-width branches: 2.1x at small,
+    8x at big). Built models at tiny and small; base and big (up to 1 GB and
+    10 s per model on two cores) through the formula checked above, with the
+    width that the builder's default resolves to."""
+    vocabulary = PARITY_VOCABULARY[preset]
+    if preset in ("tiny", "small"):
+        plain = transformer(vocabulary, preset=preset).count_params()
+        weighted = weighted_transformer(vocabulary, preset=preset).count_params()
+        assert plain == formula_parameters(vocabulary, preset)
+    else:
+        plain = formula_parameters(vocabulary, preset)
+        weighted = formula_parameters(vocabulary, preset, default_branch_width(preset))
+    assert abs(weighted - plain) <= 0.02 * plain, (weighted, plain, weighted / plain)
 
 
 # ---- training ------------------------------------------------------------------------------
@@ -313,7 +381,7 @@ def test_training_keeps_weights_on_the_simplex_and_lowers_the_loss(
     if parameterization == "projection":
         raw = [v.numpy() for v in model.trainable_weights
                if v.path.endswith(("/kappa", "/alpha"))]
-        assert len(raw) == 4
+        assert len(raw) == 2 * len(branched_layers(model))  # κ and α of each
         for value in raw:
             assert_on_simplex(value)
     assert np.mean(losses[-5:]) < np.mean(losses[:5]) - 0.5, losses
@@ -343,7 +411,7 @@ def test_branch_weight_adam_gives_kappa_alpha_their_own_rate(batch):
     optimizer.apply_gradients(
         [(np.ones(v.shape, "float32"), v) for v in variables])
     branch = [v.path.endswith(("/kappa", "/alpha")) for v in variables]
-    assert sum(branch) == 4
+    assert sum(branch) == 2 * len(branched_layers(model))  # κ and α of each
     for is_branch, old, variable in zip(branch, before, variables):
         changed = not np.allclose(old, variable.numpy())
         assert changed != is_branch, variable.path

@@ -39,6 +39,7 @@ attending over ``K`` keys:
 * ``branched_weighted``: Q, K, V ``3 * 2 d^2``, per-branch output projections
   ``2 d^2``, scores and sum ``4 K d``, the ``M = h`` branch FFNs ``M * 4 d f_b``
   and their alpha-weighted sum ``2 M d`` (the block then has no FFN of its own);
+  ``f_b`` is ``weighted_transformer.branch_width(config)`` (default ``f / h``);
 * FFN ``4 d f``; tied output layer ``2 d V`` per target token.
 
 Decoding (incremental, with caches) is counted *ideally*: step ``t`` attends over
@@ -100,18 +101,13 @@ def _attention_query_flops(kind, config, keys, slot):
         outputs = 3 * matmul_flops(1, components, d_k) + matmul_flops(1, 1, d_k)
         flops += h * (hidden + outputs)
     if kind == "branched_weighted":
-        flops += h * 2 * _branch_width(config) * d * 2  # M branch FFNs, 4 d f_b each
+        # The builder's own width rule, so the count follows its default.
+        # Imported here: the rest of this module runs without TensorFlow.
+        from keras_attn_zoo.models.weighted_transformer import branch_width
+
+        flops += h * 2 * branch_width(config) * d * 2  # M branch FFNs, 4 d f_b each
         flops += matmul_flops(1, d, h)  # the alpha-weighted sum of the M branches
     return flops
-
-
-def _branch_width(config):
-    width = (config.get("attention_options") or {}).get("branch_intermediate_dim")
-    if width is None:
-        return config["intermediate_dim"]
-    if width == "split":
-        return max(1, config["intermediate_dim"] // config["num_heads"])
-    return int(width)
 
 
 def _uses_feed_forward(kind):

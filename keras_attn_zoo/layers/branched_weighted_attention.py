@@ -44,11 +44,13 @@ class BranchedWeightedAttention(MultiHeadAttention):
       initialised to 0 (uniform); no constraint, weights never exactly 0.
 
     The branch FFN width is not stated in the seed text (the blog version of
-    the paper): each branch has "its own" FFN_i of the Transformer's form, so
-    the zoo's builder gives every branch the model's full `intermediate_dim`
-    by default (M times the FFN parameters of a Transformer). The public port
-    uses `intermediate_dim / M` per branch (then the FFN parameters match the
-    Transformer's); this layer takes whichever width it is given.
+    the paper), only that each branch has "its own" FFN_i of the Transformer's
+    form. The zoo's builder gives each branch `intermediate_dim / M` by
+    default, the public port's width, at which the model keeps the
+    Transformer's size as in the paper's comparison; `"full"` gives every
+    branch the whole `intermediate_dim` (M times the FFN parameters). See
+    `keras_attn_zoo.models.weighted_transformer.branch_width`; this layer
+    takes whichever width it is given.
 
     Args:
         num_heads: number of branches M.
@@ -82,7 +84,7 @@ class BranchedWeightedAttention(MultiHeadAttention):
     >>> layer = BranchedWeightedAttention(num_heads=4, key_dim=8,
     ...                                   intermediate_dim=64)
     >>> x = keras.random.normal((2, 5, 32))
-    >>> layer(x, causal=True).shape
+    >>> tuple(layer(x, causal=True).shape)
     (2, 5, 32)
     >>> layer.branch_weights()["kappa"]
     [0.25, 0.25, 0.25, 0.25]

@@ -17,13 +17,36 @@ holds the branch FFNs). `Seq2SeqTransformer` gives an encoder block
   self-attention branches + plain cross-attention with no FFN after it.
 
 Kind options, read from the model's `attention_options`:
-`branch_intermediate_dim` (None: the model's `intermediate_dim`; `"split"`:
-`intermediate_dim // num_heads`; or an int), `weight_parameterization`
+`branch_intermediate_dim` (see `branch_width`: `"split"`, the default, gives
+each branch `intermediate_dim // num_heads`; `"full"` gives each branch the
+whole `intermediate_dim`; or an int), `weight_parameterization`
 (`"projection"` or `"softmax"`), `min_branch_weight`,
 `branch_feed_forward_dropout`.
+
+Branch FFN width, and why `"split"` is the default: the paper compares the
+Weighted Transformer with the Transformer at about the same size. Its text in
+the seed (the authors' blog post) gives no branch width and says that κ and α
+"don't add significant number of parameters to the network"; its size table
+is not in the seed text. `"split"`, d_ff / M per branch, is the public port's
+width and the one at which the sizes match: the M branch FFNs together hold
+the Transformer FFN's weights, and a branched layer differs from an attention
++ FFN pair only by a few biases, κ and α (under 0.2% of the model at every
+preset, see tests/test_weighted.py). `"full"` gives every branch the
+Transformer's whole FFN, M times its FFN weights: 2.10x the Transformer's
+parameters at "small" (8k vocabulary), 3.80x at "base" and 8.05x at "big"
+(37k vocabulary): bigger models than the ones the paper compares.
+
+Compatibility: `None` used to be the default and meant the full width; it
+now means the default, `"split"`. The builder stores a keyword, never None
+(`"split"` unless told otherwise), in `attention_options`, so a config names
+its width. A `.keras` file saved under the old default
+(`branch_intermediate_dim: None`) holds full-width weights that no longer fit
+the layers its config builds: build the model with
+`branch_intermediate_dim="full"` and load the weights into it.
 """
 
 import inspect
+import numbers
 
 from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
@@ -58,19 +81,30 @@ MODEL_ARGUMENTS = frozenset(
 ) - set(_SLOT_ARGUMENTS.values())
 
 
+# Keywords of `branch_intermediate_dim`; an int > 0 is taken as the width itself.
+SPLIT, FULL = "split", "full"
+DEFAULT_BRANCH_INTERMEDIATE_DIM = SPLIT  # parity with the Transformer's size
+
+
 def branch_width(config):
-    """The branch FFN width for a model config (see module docstring)."""
-    options = config["attention_options"]
-    width = options.get("branch_intermediate_dim")
-    if width is None:
-        return config["intermediate_dim"]
-    if width == "split":
+    """The branch FFN width of a model config; the one place this rule lives
+    (the layers and `keras_attn_zoo.evaluation.flops` both call it).
+
+    `attention_options["branch_intermediate_dim"]`: `"split"` (default; also
+    `None` or missing) -> `intermediate_dim // num_heads` (at least 1);
+    `"full"` -> `intermediate_dim`; an int > 0 -> that int.
+    """
+    width = (config.get("attention_options") or {}).get("branch_intermediate_dim")
+    if width is None or width == SPLIT:
         return max(1, config["intermediate_dim"] // config["num_heads"])
-    if isinstance(width, int) and width > 0:
-        return width
+    if width == FULL:
+        return config["intermediate_dim"]
+    if isinstance(width, numbers.Integral) and not isinstance(width, bool) and width > 0:
+        return int(width)
     raise ValueError(
-        "branch_intermediate_dim must be None (the paper: intermediate_dim), "
-        f"'split' (the port: intermediate_dim // num_heads) or an int > 0; got {width!r}."
+        "branch_intermediate_dim must be 'split' (the default, also None: "
+        "intermediate_dim // num_heads per branch, the Transformer's size), "
+        f"'full' (intermediate_dim per branch) or an int > 0; got {width!r}."
     )
 
 
@@ -96,7 +130,7 @@ def weighted_transformer(
     vocabulary_size,
     preset="small",
     branched_slots=DEFAULT_BRANCHED_SLOTS,
-    branch_intermediate_dim=None,
+    branch_intermediate_dim=DEFAULT_BRANCH_INTERMEDIATE_DIM,
     weight_parameterization="projection",
     min_branch_weight=0.0,
     **overrides,
@@ -107,16 +141,19 @@ def weighted_transformer(
     = `num_heads` weighted branches, `Σ_i α_i FFN_i(κ_i head_i W_i^O)`, with κ
     and α on the simplex in each layer (see `BranchedWeightedAttention`).
 
-    Paper vs public port: the paper is the default, the port's choices are
-    options.
+    Paper vs public port: where the paper's text decides, its choice is the
+    default; where it is silent, the default is a public port's choice, named
+    as such, and the alternatives are options.
 
-    * Branch FFN width: the seed text does not state it, only that each
-      branch has its own FFN of the Transformer's form; the default (`None`)
-      gives each branch the full `intermediate_dim` (M times the FFN
-      parameters: "small" has 17.0M parameters against the Transformer's
-      7.6M). The port uses `intermediate_dim / M`
-      (`branch_intermediate_dim="split"`, 7.58M for "small"), which keeps the
-      FFN parameters equal to the Transformer's.
+    * Branch FFN width (the text does not state it; each branch has its own
+      FFN of the Transformer's form): default `"split"`, `intermediate_dim //
+      M` per branch (the port's choice). The M branch FFNs then hold the
+      Transformer FFN's parameters, so the model has the Transformer's size,
+      as in the paper's comparison (κ and α "don't add significant number of
+      parameters"): at "small" with an 8k vocabulary 5.74M against 5.74M.
+      `"full"` gives every branch the whole `intermediate_dim`, M times the
+      FFN parameters (12.04M at "small", 2.10x; 8.05x at "big"): a bigger
+      model, not the paper's comparison.
     * κ/α on the simplex: the paper projects after each update (default
       `"projection"`); `"softmax"` is offered.
     * κ/α learning-rate warm-up of 400 steps (port): an optimiser option, see
@@ -135,8 +172,10 @@ def weighted_transformer(
         preset: "tiny", "small", "base" or "big" (Transformer sizes).
         branched_slots: slots filled with branched attention; the others keep
             `"multi_head"`.
-        branch_intermediate_dim: `None` (paper, full `intermediate_dim` per
-            branch), `"split"` (port, `intermediate_dim // num_heads`) or an int.
+        branch_intermediate_dim: `"split"` (default: `intermediate_dim //
+            num_heads` per branch, the Transformer's size; `None` means the
+            same), `"full"` (`intermediate_dim` per branch, M times the FFN
+            parameters) or an int > 0.
         weight_parameterization: `"projection"` (paper) or `"softmax"`.
         min_branch_weight: floor of κ_i, α_i under the projection (paper: 0).
         **overrides: any other `Seq2SeqTransformer` argument; the slot kinds
@@ -148,8 +187,8 @@ def weighted_transformer(
 
     Example:
     >>> model = weighted_transformer(8000, preset="tiny")
-    >>> sorted(weighted_branch_weights(model))
-    ['cross_attention_0', 'encoder_self_attention_0']
+    >>> sorted(weighted_branch_weights(model)["encoder_self_attention_0"])
+    ['alpha', 'kappa']
     """
     given_slots = sorted(set(overrides) & set(_SLOT_ARGUMENTS.values()))
     if given_slots:
@@ -165,7 +204,10 @@ def weighted_transformer(
         raise ValueError("branched_slots is empty: that is the plain transformer(...).")
     config = resolve_preset(TRANSFORMER_PRESETS, preset, overrides, MODEL_ARGUMENTS)
     options = {
-        "branch_intermediate_dim": branch_intermediate_dim,
+        # Stored as a keyword, not None, so the saved config names its width.
+        "branch_intermediate_dim": (DEFAULT_BRANCH_INTERMEDIATE_DIM
+                                    if branch_intermediate_dim is None
+                                    else branch_intermediate_dim),
         "weight_parameterization": weight_parameterization,
         "min_branch_weight": min_branch_weight,
     }
