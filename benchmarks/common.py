@@ -204,34 +204,68 @@ def machine_info():
     return info
 
 
+def hardware_peak_gflops(dtype="float32"):
+    """An upper bound of this CPU's dense FLOP rate: cores x clock x FLOPs per cycle.
+
+    FLOPs per cycle and core assume two FMA units (2 FLOPs per lane each), with
+    8 float32 lanes under AVX2 and 16 under AVX-512; bfloat16 doubles the lanes
+    only with AVX512-BF16 (AMX is counted as AVX512-BF16: a lower bound of its
+    peak). The clock is ``/proc/cpuinfo``'s "cpu MHz", in a VM often the nominal
+    clock: boost can add up to about 1.5x, so a measured rate above 1.6x this
+    peak means the measurement is wrong, not the machine fast.
+    """
+    flags = cpu_flags()
+    lanes = 16 if "avx512f" in flags else 8 if "avx2" in flags else 4
+    fma_units = 2 if "fma" in flags or "avx512f" in flags else 1
+    if dtype in ("bfloat16", "bf16") and "avx512_bf16" in flags:
+        lanes *= 2
+    mhz = None
+    try:
+        for line in pathlib.Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("cpu MHz"):
+                mhz = float(line.split(":", 1)[1])
+                break
+    except OSError:  # pragma: no cover
+        pass
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    flops_per_cycle = fma_units * 2 * lanes
+    gflops = cores * mhz * 1e6 * flops_per_cycle / 1e9 if mhz else None
+    return {"cores": cores, "mhz": mhz, "flops_per_cycle_per_core": flops_per_cycle,
+            "gflops": gflops}
+
+
 def matmul_rate(dtype="float32", size=2048, repeats=5, chain=8):
     """The machine's dense matmul rate through TensorFlow, in GFLOP/s.
 
-    Times a ``tf.function`` that multiplies ``chain`` pairs of ``[size, size]``
-    matrices (``2 size^3`` FLOPs each; the chain keeps the Python overhead out),
-    the median of ``repeats`` calls after one warm-up. This is the practical peak
-    the MFU figures divide by: the machine's roofline for TensorFlow's kernels
-    (oneDNN) on all cores, as loaded by the other processes at that moment.
+    Times a ``tf.function`` computing ``chain`` products of *distinct*
+    ``[size, size]`` operand pairs (``2 size^3`` FLOPs each) and returns the sum
+    of every element of every product, the median of ``repeats`` calls after one
+    warm-up. Distinct operands and fully used results matter: TensorFlow's graph
+    optimizer merges repeated products of the same operands and prunes unused
+    ones, which made an earlier version of this function report about 4x the
+    real rate. The result also carries :func:`hardware_peak_gflops` and the
+    share of it reached; this is the practical peak the MFU figures divide by.
     """
     import tensorflow as tf
 
     tf_dtype = tf.as_dtype(dtype)
     generator = tf.random.Generator.from_seed(0)
-    lefts = [tf.cast(generator.normal([size, size]), tf_dtype) for _ in range(2)]
-    right = tf.cast(generator.normal([size, size]), tf_dtype)
+    lefts = [tf.cast(generator.normal([size, size]), tf_dtype) for _ in range(chain)]
+    rights = [tf.cast(generator.normal([size, size]), tf_dtype) for _ in range(chain)]
 
     @tf.function
-    def chained():
-        total = tf.zeros([], tf.float32)
-        for i in range(chain):
-            product = tf.matmul(lefts[i % 2], right)
-            total += tf.cast(product[0, 0], tf.float32)
-        return total
+    def products():
+        return tf.add_n([tf.reduce_sum(tf.cast(tf.matmul(left, right), tf.float32))
+                         for left, right in zip(lefts, rights)])
 
-    timing, _ = time_call(chained, repeats=repeats, warmup=1)
+    timing, _ = time_call(products, repeats=repeats, warmup=1)
     flops = chain * 2.0 * size ** 3
-    return {"dtype": dtype, "size": size, "gflops": flops / timing.median / 1e9,
-            "best_gflops": flops / timing.best / 1e9}
+    peak = hardware_peak_gflops(dtype)
+    rate = flops / timing.median / 1e9
+    return {"dtype": dtype, "size": size, "gflops": rate,
+            "best_gflops": flops / timing.best / 1e9,
+            "hardware_peak_gflops": peak["gflops"],
+            "share_of_hardware_peak": rate / peak["gflops"] if peak["gflops"] else None}
 
 
 # ---- results --------------------------------------------------------------------------

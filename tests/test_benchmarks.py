@@ -112,3 +112,23 @@ def test_common_helpers():
     table = common.format_table([{"x": 1.5, "y": None}], [("x", "X", ".2f"),
                                                           ("y", "Y", "")])
     assert table.splitlines() == ["   X  Y", "----  -", "1.50  -"]
+
+
+def test_matmul_rate_counts_every_product_and_stays_below_the_hardware_peak():
+    """The measuring stick of every MFU figure counts only work that is done.
+
+    An earlier matmul_rate timed 8 products of 2 operand pairs; the graph
+    optimizer computed only 2, so the rate came out about 4x too high, and it
+    did not grow the time with the chain. Here 8 products must take about 4x
+    the time of 2 (the rate stays within 2x), and no rate may beat 1.6x the
+    CPU's peak (boost clocks stay below that; load only lowers a rate).
+    """
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import common
+
+    short = common.matmul_rate("float32", size=512, repeats=5, chain=2)["gflops"]
+    long = common.matmul_rate("float32", size=512, repeats=5, chain=8)["gflops"]
+    assert 0.5 < long / short < 2.0, (short, long)
+    peak = common.hardware_peak_gflops("float32")["gflops"]
+    if peak is not None:
+        assert max(short, long) < 1.6 * peak, (short, long, peak)
