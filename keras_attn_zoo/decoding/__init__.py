@@ -1,6 +1,6 @@
-"""Search over the step protocol of the zoo's models: greedy and beam search.
+"""Search over the step protocol of the zoo's models: greedy, beam, sampling, scoring.
 
-Both are built on ``tf.while_loop`` so they run eagerly, inside
+All are built on ``tf.while_loop`` so they run eagerly, inside
 ``tf.function`` (autograph on or off) and in exported graphs with dynamic
 batch size, source length and beam size. See ``beam.py`` for the algorithm
 and ``common.py`` for the protocol and the special ids.
@@ -16,6 +16,10 @@ from keras_attn_zoo.decoding.common import (
     max_target_lengths,
 )
 from keras_attn_zoo.decoding.greedy import greedy_search
+from keras_attn_zoo.decoding.greedy import sample_search
+from keras_attn_zoo.decoding.processors import chain_processors
+from keras_attn_zoo.decoding.processors import no_repeat_ngram_processor
+from keras_attn_zoo.decoding.scoring import score_targets
 
 __all__ = [
     "BOS_ID",
@@ -23,7 +27,11 @@ __all__ = [
     "NEG_INF",
     "PAD_ID",
     "beam_search",
+    "chain_processors",
     "greedy_search",
     "length_penalty",
     "max_target_lengths",
+    "no_repeat_ngram_processor",
+    "sample_search",
+    "score_targets",
 ]

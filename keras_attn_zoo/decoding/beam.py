@@ -36,11 +36,12 @@ would get alone, and the loop ends when every sentence is finished.
 import tensorflow as tf
 
 from keras_attn_zoo.decoding import common
+from keras_attn_zoo.decoding.processors import with_ngram_blocking
 
 
 def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
                 max_length_a=2.0, max_length_b=10, num_return=1,
-                logits_processor=None):
+                logits_processor=None, no_repeat_ngram_size=0):
     """Returns the ``num_return`` best hypotheses of each sentence.
 
     Usable eagerly, inside ``tf.function`` (with or without autograph) and with
@@ -70,6 +71,10 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             entries <= 0: the early stop assumes scores never grow. PAD and BOS
             are always banned after it, and at a sentence's max length only
             EOS is allowed whatever it returns.
+        no_repeat_ngram_size: n > 0 bans tokens that would repeat an n-gram
+            of the hypothesis (``processors.no_repeat_ngram_processor``,
+            applied after ``logits_processor``); 0 = off. Python int or
+            scalar int32 tensor.
 
     Returns:
         dict with
@@ -86,6 +91,7 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
     """
     if isinstance(beam_size, int) and num_return > beam_size:
         raise ValueError(f"num_return={num_return} exceeds beam_size={beam_size}")
+    logits_processor = with_ngram_blocking(logits_processor, no_repeat_ngram_size)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     beam = tf.convert_to_tensor(beam_size, tf.int32)
     alpha = tf.convert_to_tensor(length_penalty, tf.float32)

@@ -1,12 +1,18 @@
-"""Greedy decoding with ``tf.while_loop`` (no autograph needed)."""
+"""Greedy decoding and sampling with ``tf.while_loop`` (no autograph needed).
+
+Both keep one hypothesis per sentence and differ only in how a step's token
+is chosen: the most probable one, or a draw from the (tempered, top-k / top-p
+filtered) distribution for back-translation and diverse outputs.
+"""
 
 import tensorflow as tf
 
 from keras_attn_zoo.decoding import common
+from keras_attn_zoo.decoding.processors import with_ngram_blocking
 
 
 def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
-                  logits_processor=None):
+                  logits_processor=None, no_repeat_ngram_size=0):
     """Picks the most probable token at every step.
 
     Usable eagerly, inside ``tf.function`` (with or without autograph) and with
@@ -21,6 +27,7 @@ def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
             models as in ``beam_search``.
         logits_processor: optional ``fn(log_probs, step, tokens_so_far, state)
             -> log_probs`` on ``[B, V]`` float32 log-probs (see ``beam_search``).
+        no_repeat_ngram_size: as in ``beam_search``.
 
     Returns:
         The same dict as ``beam_search`` with N = 1: ``ids`` int32 ``[B, 1, T]``,
@@ -29,6 +36,79 @@ def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
         and, when the state has ``"attention"``, ``alignment``
         ``[B, 1, T, S]``.
     """
+    def most_probable(log_probs, step):
+        del step
+        return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+
+    return _left_to_right(model, source_ids, most_probable, max_length_a, max_length_b,
+                          with_ngram_blocking(logits_processor, no_repeat_ngram_size))
+
+
+def sample_search(model, source_ids, *, temperature=1.0, top_k=0, top_p=1.0, seed=0,
+                  max_length_a=2.0, max_length_b=10, logits_processor=None,
+                  no_repeat_ngram_size=0):
+    """Draws each token from the model's distribution (fairseq ``--sampling``).
+
+    At every step the log-probs (after ``logits_processor`` and the search's
+    rules) are divided by ``temperature``, cut to the ``top_k`` most probable
+    tokens (0: all) and to the smallest set whose probability reaches
+    ``top_p`` (1.0: all; the most probable token always stays), then one
+    token is drawn. The draw is ``tf.random.stateless_categorical`` seeded by
+    ``(seed, step)``: the same seed and inputs give the same output.
+
+    Args:
+        model, source_ids, max_length_a, max_length_b, logits_processor,
+            no_repeat_ngram_size: as in ``greedy_search``.
+        temperature: > 0; below 1 sharpens, above 1 flattens.
+        top_k: int >= 0.
+        top_p: float in (0, 1].
+        seed: int; Python numbers or scalar tensors for all four.
+
+    Returns:
+        The dict of ``greedy_search``; ``scores`` are the sum of the untempered
+        log-probs of the drawn tokens (EOS included).
+    """
+    temperature = tf.convert_to_tensor(temperature, tf.float32)
+    top_k = tf.convert_to_tensor(top_k, tf.int32)
+    top_p = tf.convert_to_tensor(top_p, tf.float32)
+    seed = tf.cast(tf.convert_to_tensor(seed), tf.int32)
+    checks = [
+        tf.debugging.assert_positive(temperature, message="temperature must be > 0"),
+        tf.debugging.assert_non_negative(top_k, message="top_k must be >= 0"),
+        tf.debugging.assert_positive(top_p, message="top_p must be in (0, 1]"),
+        tf.debugging.assert_less_equal(top_p, 1.0, message="top_p must be in (0, 1]"),
+    ]
+    with tf.control_dependencies(checks):
+        temperature = tf.identity(temperature)
+
+    def draw(log_probs, step):
+        logits = filter_top_k_top_p(log_probs / temperature, top_k, top_p)
+        return tf.cast(tf.random.stateless_categorical(
+            logits, 1, seed=tf.stack([seed, step]))[:, 0], tf.int32)
+
+    return _left_to_right(model, source_ids, draw, max_length_a, max_length_b,
+                          with_ngram_blocking(logits_processor, no_repeat_ngram_size))
+
+
+def filter_top_k_top_p(logits, top_k, top_p):
+    """``logits`` ``[R, V]`` with all but the top-k / top-p tokens set to NEG_INF."""
+    vocab_size = tf.shape(logits)[-1]
+    k = tf.where(top_k > 0, tf.minimum(top_k, vocab_size), vocab_size)
+    sorted_logits = tf.sort(logits, axis=-1, direction="DESCENDING")
+    kth_best = tf.gather(sorted_logits, k - 1, axis=-1)[:, tf.newaxis]
+    # Nucleus: keep a sorted token while the probability before it is < top_p.
+    probabilities = tf.nn.softmax(sorted_logits, axis=-1)
+    before = tf.cumsum(probabilities, axis=-1, exclusive=True)
+    kept_in_nucleus = tf.reduce_sum(tf.cast(before < top_p, tf.int32), axis=-1)
+    nucleus_floor = tf.gather(sorted_logits, tf.maximum(kept_in_nucleus, 1) - 1,
+                              batch_dims=1)[:, tf.newaxis]
+    floor = tf.maximum(kth_best, nucleus_floor)
+    return tf.where(logits >= floor, logits, common.NEG_INF)
+
+
+def _left_to_right(model, source_ids, choose, max_length_a, max_length_b,
+                   logits_processor):
+    """One hypothesis per sentence; ``choose(log_probs, step) -> int32 [B]``."""
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
     max_lengths = common.max_target_lengths(
@@ -62,7 +142,7 @@ def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
         logits, new_state = model.decode_step(carry["last_token"], step, carry["state"])
         log_probs = common.selection_log_probs(
             logits, step, carry["tokens"], new_state, max_lengths, logits_processor)
-        token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)
+        token = choose(log_probs, step)
         token_log_prob = tf.gather(log_probs, token, batch_dims=1)
 
         active = tf.logical_not(carry["finished"])
