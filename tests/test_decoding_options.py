@@ -135,16 +135,22 @@ def test_bad_sampling_options_are_named():
 # ---- scoring ----------------------------------------------------------------------
 
 
-def test_score_of_the_searchs_own_output_is_the_score_it_reported():
-    model = RandomTableModel(seed=7, eos_shift=0.5)
-    source = padded(SOURCES)
-    result = beam_search(model, source, beam_size=4, num_return=3, length_penalty=0.0,
-                         max_length_a=1.0, max_length_b=4)
-    for n in range(3):
+def check_scores_of_beam_search(model, source, num_return):
+    """Every returned hypothesis, rescored, has the score the search reported
+    (length penalty 0, so the reported score is the sum of log-probs)."""
+    result = beam_search(model, source, beam_size=num_return + 1, num_return=num_return,
+                         length_penalty=0.0, max_length_a=1.0, max_length_b=4)
+    for n in range(num_return):
         scored = score_targets(model, source, result["ids"][:, n])
         np.testing.assert_allclose(scored["total"].numpy(), result["scores"].numpy()[:, n],
                                    atol=1e-4)
         np.testing.assert_array_equal(scored["lengths"].numpy(), result["lengths"].numpy()[:, n])
+
+
+def test_score_of_the_searchs_own_output_is_the_score_it_reported():
+    model = RandomTableModel(seed=7, eos_shift=0.5)
+    source = padded(SOURCES)
+    check_scores_of_beam_search(model, source, num_return=3)
     greedy = greedy_search(model, source, max_length_a=1.0, max_length_b=4)
     np.testing.assert_allclose(score_targets(model, source, greedy["ids"][:, 0])["total"].numpy(),
                                greedy["scores"].numpy()[:, 0], atol=1e-4)
@@ -167,9 +173,4 @@ def test_score_of_a_zoo_model_matches_its_beam_search():
     seed_everything(0)
     model = transformer(40, preset="tiny")
     source = tf.constant([[5, 9, 11, 3, 0], [7, 8, 3, 0, 0]], tf.int32)
-    result = beam_search(model, source, beam_size=3, num_return=2, length_penalty=0.0,
-                         max_length_a=1.0, max_length_b=3)
-    for n in range(2):
-        scored = score_targets(model, source, result["ids"][:, n])
-        np.testing.assert_allclose(scored["total"].numpy(), result["scores"].numpy()[:, n],
-                                   atol=1e-4)
+    check_scores_of_beam_search(model, source, num_return=2)
