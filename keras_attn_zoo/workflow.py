@@ -10,6 +10,12 @@ share is printed and saved as ``epsilon_proportion``. It trains through the
 same ``Trainer`` on per-sentence batches (``make_eager_dataset``), or with
 ``--eager-aligned-batching`` on the paper's aligned stream, and is evaluated and
 exported through the same ``Translator`` as every model.
+
+Model options that act during training reach the loop through the model's own
+hooks (``ZooModel.training_callbacks`` and ``wrap_optimizer``), and the model's
+``max_length`` caps the training pairs as ``--max-length`` does, so the
+workflow needs no model names for them; options that could not act in the run
+are refused before training, naming the option.
 """
 
 import dataclasses
@@ -97,10 +103,34 @@ def _sentencepiece(corpus, path, vocab_size):
     return load_tokenizer(path)
 
 
-def _eager_training_pairs(args, corpus, tokenizer, output_dir):
+def _eager_special_ids(model, sentencepiece_size):
+    """The model's start, ε and source-pad ids, refused if they are real pieces.
+
+    The recipe's eager vocabulary is the SentencePiece pieces plus three
+    appended ids; ``start_id``/``epsilon_id``/``source_pad_id`` options may
+    permute those three but not take a piece's id (its text would be read as
+    a special token in training and stripped from every translation).
+    """
+    from keras_attn_zoo.data.eager import EagerSpecialIds
+    from keras_attn_zoo.data.eager import eager_special_ids
+
+    appended = set(eager_special_ids(sentencepiece_size))
+    taken = {name: value for name, value in model.special_ids.items()
+             if value not in appended}
+    if taken:
+        raise SystemExit(
+            f"--model-options {taken}: in this recipe the eager special ids must be "
+            f"the three ids after the {sentencepiece_size} SentencePiece pieces, "
+            f"{sorted(appended)}; lower ids are pieces of the vocabulary.")
+    return EagerSpecialIds(**model.special_ids)
+
+
+def _eager_training_pairs(args, corpus, tokenizer, output_dir, model):
     """Eager-feasible id pairs of the training pairs, and what to report about them.
 
-    eflomal aligns the SentencePiece pieces (the links are cached under
+    The targets start with the model's ``start_pads`` start tokens and use its
+    special ids, the ones its decoding rules expect. eflomal aligns the
+    SentencePiece pieces (the links are cached under
     ``output_dir/alignments``, so a restarted run reuses them); pairs whose
     eager length (start pads, ε, source pads and EOS included) exceeds
     ``--max-length`` are dropped. A batch holds ``--batch-tokens`` divided by
@@ -109,8 +139,10 @@ def _eager_training_pairs(args, corpus, tokenizer, output_dir):
     from keras_attn_zoo.data.eager import make_eager_id_pairs
 
     cache_dir = output_dir / "alignments"
-    id_pairs, epsilon = make_eager_id_pairs(corpus.train, tokenizer, aligner="eflomal",
-                                            cache_dir=cache_dir)
+    special_ids = _eager_special_ids(model, vocabulary_size(tokenizer))
+    id_pairs, epsilon = make_eager_id_pairs(
+        corpus.train, tokenizer, aligner="eflomal", cache_dir=cache_dir,
+        start_pads=model.zoo_config["start_pads"], special_ids=special_ids)
     kept = [pair for pair in id_pairs if len(pair[0]) <= args.max_length]
     if not kept:
         raise SystemExit(f"No eager training pair has at most --max-length="
@@ -193,8 +225,23 @@ def _train_eager_aligned(model, optimizer, id_pairs, args, budget):
         final_loss=losses[-1] if losses else float("nan"), resumed_from_step=0)
 
 
+def training_length_limit(args, model):
+    """``--max-length``, lowered to the model's own ``max_length`` if it has one.
+
+    Longer pairs are dropped (and counted) instead of stopping the run with a
+    length error (fixed-size attention tables) or training positions the
+    model refuses to translate.
+    """
+    limit = model.zoo_config.get("max_length")
+    return args.max_length if limit is None else min(args.max_length, int(limit))
+
+
 def training_run(args):
     """Trains, evaluates and exports as the recipe's flags say; returns results."""
+    eager = args.model == EAGER_MODEL
+    if getattr(args, "eager_aligned_batching", False) and not eager:
+        raise SystemExit(f"--eager-aligned-batching applies to --model {EAGER_MODEL} "
+                         f"only, not {args.model}.")
     name = run_name(args)
     output_dir = pathlib.Path(args.output_dir or pathlib.Path("runs") / name)
     log_dir = pathlib.Path(args.log_dir or output_dir / "logs")
@@ -212,62 +259,80 @@ def training_run(args):
 
     strategy = select_strategy(args.strategy)
     chief = is_chief(strategy)
-    eager = args.model == EAGER_MODEL
-    eager_info = {}
+    model_vocab = vocab
     if eager:
         from keras_attn_zoo.data.eager import eager_vocabulary_size
-        from keras_attn_zoo.data.eager import make_eager_dataset
 
-        eager_pairs, dropped_too_long, eager_batch, eager_info = _eager_training_pairs(
-            args, corpus, tokenizer, output_dir)
         model_vocab = eager_vocabulary_size(vocab)  # + start, epsilon, source pad
 
-        def make_epoch_dataset(epoch):
-            return make_eager_dataset(eager_pairs, eager_batch, seed=args.seed + epoch)
-    else:
-        _, stats = zoo_data.make_dataset(
-            corpus.train, tokenizer, batch_tokens=args.batch_tokens,
-            max_length=args.max_length, seed=args.seed,
-        )
-        print(f"pipeline: {stats.kept} pairs kept, {stats.dropped_too_long} dropped as "
-              f"longer than {args.max_length} pieces; {stats.target_tokens} target tokens "
-              "per epoch")
-        dropped_too_long, model_vocab = stats.dropped_too_long, vocab
-
-        def make_epoch_dataset(epoch):
-            dataset, _ = zoo_data.make_dataset(
-                corpus.train, tokenizer, batch_tokens=args.batch_tokens,
-                max_length=args.max_length, seed=args.seed + epoch,
-            )
-            return dataset
-
+    # The model first: its options shape the data (length limit, eager special
+    # tokens) and the optimizer, and a bad option fails before any data work.
     with strategy.scope():
         model = build_model(args.model, model_vocab, preset=args.preset,
                             **model_options(args))
-        optimizer = keras.optimizers.Adam(
+        optimizer = model.wrap_optimizer(keras.optimizers.Adam(
             InverseSquareRootSchedule(args.learning_rate, args.warmup_steps),
             beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=None,
-        )
+        ))
         if args.mixed_precision == "fp16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     params = model.count_params()
     print(f"model: {args.model} preset {args.preset}, {params:,} parameters")
+    model_callbacks = model.training_callbacks()
+    aligned = eager and getattr(args, "eager_aligned_batching", False)
+    if aligned and model_callbacks:
+        raise SystemExit("--eager-aligned-batching runs no callbacks, and this "
+                         f"model's options need {model_callbacks}.")
+
+    eager_info = {}
+    if eager:
+        from keras_attn_zoo.data.eager import make_eager_dataset
+
+        eager_pairs, dropped_too_long, eager_batch, eager_info = _eager_training_pairs(
+            args, corpus, tokenizer, output_dir, model)
+
+        def make_epoch_dataset(epoch):
+            return make_eager_dataset(eager_pairs, eager_batch, seed=args.seed + epoch)
+    else:
+        max_length = training_length_limit(args, model)
+        _, stats = zoo_data.make_dataset(
+            corpus.train, tokenizer, batch_tokens=args.batch_tokens,
+            max_length=max_length, seed=args.seed,
+        )
+        limit_note = "" if max_length == args.max_length else " (the model's max_length)"
+        if not stats.kept:
+            # Trainer would wait forever for a first batch of an empty epoch.
+            raise SystemExit(f"No training pair has at most {max_length} pieces"
+                             f"{limit_note} on each side.")
+        print(f"pipeline: {stats.kept} pairs kept, {stats.dropped_too_long} dropped as "
+              f"longer than {max_length} pieces{limit_note}; {stats.target_tokens} "
+              "target tokens per epoch")
+        dropped_too_long = stats.dropped_too_long
+
+        def make_epoch_dataset(epoch):
+            dataset, _ = zoo_data.make_dataset(
+                corpus.train, tokenizer, batch_tokens=args.batch_tokens,
+                max_length=max_length, seed=args.seed + epoch,
+            )
+            return dataset
 
     budget = None if args.time_budget_minutes is None else args.time_budget_minutes * 60
-    if eager and getattr(args, "eager_aligned_batching", False):
+    if aligned:
         if strategy.num_replicas_in_sync > 1:
             raise SystemExit("--eager-aligned-batching trains on one device only.")
         summary = _train_eager_aligned(model, optimizer, eager_pairs, args, budget)
     else:
+        monitors = [] if getattr(args, "no_monitoring", False) else default_callbacks(
+            model, tokenizer, corpus.valid, every=getattr(args, "eval_every", 500),
+            beam_size=args.beam_size, length_penalty=args.length_penalty)
         trainer = Trainer(
             model, optimizer, strategy,
             label_smoothing=args.label_smoothing,
             checkpoint_dir=str(output_dir / "checkpoints"),
             log_dir=str(log_dir),
             checkpoint_every=args.checkpoint_every,
-            callbacks=[] if getattr(args, "no_monitoring", False) else default_callbacks(
-                model, tokenizer, corpus.valid, every=getattr(args, "eval_every", 500),
-                beam_size=args.beam_size, length_penalty=args.length_penalty),
+            # The model's own callbacks first: monitors then see this step's state.
+            callbacks=model_callbacks + monitors,
         )
         summary = trainer.train(
             make_epoch_dataset, epochs=args.epochs, max_steps=args.max_steps,

@@ -36,9 +36,10 @@ prediction (no gradient through the choice). The recurrence then has to compute
 the logits inside the loop. With `training=False` (evaluation, rescoring,
 `check_cached_decoding`) the graph is always pure teacher forcing. `p` lives in
 a non-trainable variable (the model then has one more weight) that
-`TeacherForcingSchedule` (a callback for `Trainer` and `fit`) updates from the
-step count; the seed study found p = 0.5 better than 0.8, the default 1.0 is
-plain teacher forcing.
+`TeacherForcingSchedule` (a callback for `Trainer` and `fit`, returned by the
+model's `training_callbacks()`, which the recipe's workflow installs) updates
+from the step count; the seed study found p = 0.5 better than 0.8, the default
+1.0 is plain teacher forcing.
 
 Long inputs: the model has no length limit (`max_length=None`): the encoder is
 recurrent and the attention is over however many positions the source has.
@@ -488,7 +489,7 @@ class BahdanauRNN(ZooModel):
             in training (1.0: plain teacher forcing; seed study best: 0.5).
         teacher_forcing_decay: optional `{"schedule", "final", "steps"}` decay
             of p (see `teacher_forcing_probability`), applied by the
-            `TeacherForcingSchedule` callback.
+            `TeacherForcingSchedule` callback of `training_callbacks()`.
         max_length: None (no limit) or the longest accepted sequence.
         seed: seed of scheduled sampling and in-loop dropout.
 
@@ -650,6 +651,16 @@ class BahdanauRNN(ZooModel):
         if self.decoder.scheduled_sampling:
             self.set_teacher_forcing_ratio(probability)
         return probability
+
+    def training_callbacks(self):
+        """`[TeacherForcingSchedule()]` when built with a `teacher_forcing_decay`.
+
+        Without it nothing moves p during training (a constant ratio needs no
+        callback).
+        """
+        if self.zoo_config["teacher_forcing_decay"] is None:
+            return []
+        return [TeacherForcingSchedule()]
 
 
 class TeacherForcingSchedule(keras.callbacks.Callback):

@@ -31,6 +31,9 @@ from keras_attn_zoo.layers.transformer_blocks import LAYER_NORM_EPSILON
 from keras_attn_zoo.layers.transformer_blocks import TransformerDecoderBlock
 from keras_attn_zoo.layers.transformer_blocks import TransformerEncoderBlock
 from keras_attn_zoo.models.zoo_model import ZooModel
+from keras_attn_zoo.training.simplex import BRANCH_WEIGHT_WARMUP
+from keras_attn_zoo.training.simplex import check_branch_weight_warmup
+from keras_attn_zoo.training.simplex import with_branch_weight_warmup
 
 # Slots an attention kind can fill.
 ENCODER_SELF = "encoder_self"
@@ -86,7 +89,11 @@ class Seq2SeqTransformer(ZooModel):
         norm_first: pre-norm instead of the paper's post-norm.
         encoder_self_attention, decoder_self_attention, cross_attention:
             attention kind names (see `ATTENTION_KINDS`).
-        attention_options: dict of kind-specific options.
+        attention_options: dict of kind-specific options. One is read by the
+            model itself, at training time: `"branch_weight_warmup_steps"`
+            (int), the public port's κ/α learning-rate warm-up for models
+            with branched (Weighted Transformer) layers, applied by
+            `wrap_optimizer`; refused for a model without such layers.
         max_length: longest sequence the model accepts (`None`: no limit;
             fixed-size mechanisms such as RAN require one).
         alignment_layer: decoder layer whose head-averaged cross-attention
@@ -232,6 +239,17 @@ class Seq2SeqTransformer(ZooModel):
         self.encoder_final_norm = final_norms["encoder"]
         self.decoder_final_norm = final_norms["decoder"]
         self.stack_layers = stack_layers
+        warmup = config["attention_options"].get(BRANCH_WEIGHT_WARMUP)
+        if warmup is not None:
+            # Now, not at training time: the κ/α exist once the graph is built.
+            check_branch_weight_warmup(warmup, self.weights)
+
+    def wrap_optimizer(self, optimizer):
+        """`optimizer`, or with `branch_weight_warmup_steps` its `BranchWeightAdam`."""
+        warmup = self.zoo_config["attention_options"].get(BRANCH_WEIGHT_WARMUP)
+        if warmup is None:
+            return optimizer
+        return with_branch_weight_warmup(optimizer, warmup)
 
     # ---- step protocol ----------------------------------------------------------
 

@@ -133,6 +133,7 @@ def weighted_transformer(
     branch_intermediate_dim=DEFAULT_BRANCH_INTERMEDIATE_DIM,
     weight_parameterization="projection",
     min_branch_weight=0.0,
+    branch_weight_warmup_steps=None,
     **overrides,
 ):
     """Builds the Weighted Transformer (Ahmed, Keskar and Socher, 2017).
@@ -156,7 +157,8 @@ def weighted_transformer(
       model, not the paper's comparison.
     * κ/α on the simplex: the paper projects after each update (default
       `"projection"`); `"softmax"` is offered.
-    * κ/α learning-rate warm-up of 400 steps (port): an optimiser option, see
+    * κ/α learning-rate warm-up of 400 steps (port):
+      `branch_weight_warmup_steps=400`, applied by `wrap_optimizer`; see
       `keras_attn_zoo.training.simplex.BranchWeightAdam` and
       `port_branch_weight_schedule`.
     * Branched slots: the seed text does not name them ("we replace the
@@ -178,6 +180,10 @@ def weighted_transformer(
             parameters) or an int > 0.
         weight_parameterization: `"projection"` (paper) or `"softmax"`.
         min_branch_weight: floor of κ_i, α_i under the projection (paper: 0).
+        branch_weight_warmup_steps: the port's κ/α learning-rate warm-up
+            (400 there; None: κ/α follow the model's schedule, the paper's
+            text); the training workflow applies it through
+            `model.wrap_optimizer`.
         **overrides: any other `Seq2SeqTransformer` argument; the slot kinds
             are set through `branched_slots`. Entries of `attention_options`
             given here win over the keyword arguments above.
@@ -211,6 +217,8 @@ def weighted_transformer(
         "weight_parameterization": weight_parameterization,
         "min_branch_weight": min_branch_weight,
     }
+    if branch_weight_warmup_steps is not None:
+        options["branch_weight_warmup_steps"] = branch_weight_warmup_steps
     options.update(config.get("attention_options") or {})
     config["attention_options"] = options
     for slot, argument in _SLOT_ARGUMENTS.items():

@@ -18,7 +18,12 @@ parameters onto the simplex after each optimiser update. This module holds
 * the optional κ/α learning-rate warm-up of a public port (400 steps instead
   of the 4000 of the other weights): `BranchWeightLearningRate`, an optimiser
   mixin giving κ/α their own learning rate, `BranchWeightAdam`, and
-  `port_branch_weight_schedule`;
+  `port_branch_weight_schedule`. As a model option it is
+  `attention_options["branch_weight_warmup_steps"]` (e.g. `recipes/
+  train_wmt.py --model weighted_transformer --model-options
+  'attention_options={"branch_weight_warmup_steps": 400}'`), which
+  `Seq2SeqTransformer.wrap_optimizer` turns into a `BranchWeightAdam` with
+  `with_branch_weight_warmup`;
 * `BranchWeightHistory`, a callback recording κ/α for plots.
 
 Edge case: the projection sets every coordinate below the threshold θ to
@@ -237,6 +242,55 @@ class BranchWeightAdam(BranchWeightLearningRate, keras.optimizers.Adam):
     ...     main, beta_2=0.98, epsilon=1e-9,
     ...     branch_weight_learning_rate=port_branch_weight_schedule(main, 400))
     """
+
+
+# The model option (a key of `Seq2SeqTransformer`'s `attention_options`).
+BRANCH_WEIGHT_WARMUP = "branch_weight_warmup_steps"
+
+
+def check_branch_weight_warmup(warmup_steps, variables):
+    """Refuses a κ/α warm-up that could not act, naming the option.
+
+    Args:
+        warmup_steps: the option's value (an int >= 1).
+        variables: the model's variables; at least one must be a κ/α
+            (`is_branch_weight`), else there is nothing to warm up.
+    """
+    if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 1:
+        raise ValueError(
+            f"attention_options[{BRANCH_WEIGHT_WARMUP!r}] must be an int >= 1 (the "
+            f"port: 400), got {warmup_steps!r}.")
+    if not any(is_branch_weight(v) for v in variables):
+        raise ValueError(
+            f"attention_options[{BRANCH_WEIGHT_WARMUP!r}] sets the learning-rate "
+            "warm-up of the Weighted Transformer's κ/α, but this model has no "
+            "branched (κ/α) layers; use weighted_transformer or drop the option.")
+
+
+def with_branch_weight_warmup(optimizer, warmup_steps):
+    """A `BranchWeightAdam` equal to `optimizer` but with the port's κ/α warm-up.
+
+    κ/α get `port_branch_weight_schedule(main, warmup_steps)`, the main schedule
+    with its warm-up shortened to `warmup_steps`; every other weight keeps
+    `optimizer`'s rate. Call it before training: the new optimiser starts
+    without state.
+
+    Args:
+        optimizer: an unbuilt `keras.optimizers.Adam` whose learning rate is an
+            `InverseSquareRootSchedule` or a float.
+        warmup_steps: the κ/α warm-up (port: 400).
+    """
+    if type(optimizer) is not keras.optimizers.Adam:
+        raise TypeError(
+            f"attention_options[{BRANCH_WEIGHT_WARMUP!r}] replaces an Adam optimiser "
+            f"by BranchWeightAdam; got {type(optimizer).__name__}.")
+    config = optimizer.get_config()
+    main = config["learning_rate"]
+    if isinstance(main, dict):
+        main = keras.optimizers.schedules.deserialize(main)
+    config["learning_rate"] = main
+    config["branch_weight_learning_rate"] = port_branch_weight_schedule(main, warmup_steps)
+    return BranchWeightAdam.from_config(config)
 
 
 class BranchWeightHistory(keras.callbacks.Callback):

@@ -1,0 +1,194 @@
+"""Every builder option `recipes/train_wmt.py --model-options` accepts takes effect.
+
+Options that act during training get their help from the model's own hooks
+(`training_callbacks`, `wrap_optimizer`), options that shape the training data
+reach the data path, and options that could not act in a recipe run are
+refused with an error naming them. Each test runs the recipe in process
+(`parse_args` + `training_run`) on the `tiny` presets for a few steps on small
+parallel files, and looks at the model and trainer the run used.
+"""
+
+import importlib.util
+import pathlib
+
+import numpy as np
+import pytest
+
+from keras_attn_zoo import workflow
+from keras_attn_zoo.training import InverseSquareRootSchedule
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+TRANSFORMER_FAMILY = ["transformer", "gmm_transformer", "ran_transformer",
+                      "hard_coded_transformer", "synthesizer_transformer"]
+
+
+def _load_recipe():
+    spec = importlib.util.spec_from_file_location("train_wmt_recipe",
+                                                  REPO / "recipes" / "train_wmt.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+RECIPE = _load_recipe()
+
+
+@pytest.fixture(scope="module")
+def train_files(tmp_path_factory, tiny_parallel_corpus):
+    directory = tmp_path_factory.mktemp("recipe_options")
+    pairs = tiny_parallel_corpus[:120]
+    source, target = directory / "train.de", directory / "train.en"
+    source.write_text("".join(f"{s}\n" for s, _ in pairs), encoding="utf-8")
+    target.write_text("".join(f"{t}\n" for _, t in pairs), encoding="utf-8")
+    return source, target
+
+
+def run_recipe(train_files, tmp_path, monkeypatch, model, options="", steps=2,
+               flags=()):
+    """Runs the recipe; returns `(results, {"model": ..., "trainer": ...})`.
+
+    No test split, export or monitoring: only the training the options change.
+    """
+    used = {}
+    build_model = workflow.build_model
+
+    def recording_build_model(*args, **kwargs):
+        used["model"] = build_model(*args, **kwargs)
+        return used["model"]
+
+    class RecordingTrainer(workflow.Trainer):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            used["trainer"] = self
+
+    monkeypatch.setattr(workflow, "build_model", recording_build_model)
+    monkeypatch.setattr(workflow, "Trainer", RecordingTrainer)
+    source, target = train_files
+    args = RECIPE.parse_args([
+        "--model", model, "--preset", "tiny", "--model-options", options,
+        "--data", "files", "--train-src", str(source), "--train-tgt", str(target),
+        "--max-steps", str(steps), "--vocab-size", "100", "--batch-tokens", "300",
+        "--checkpoint-every", "0", "--output-dir", str(tmp_path / "run"),
+        "--no-export", "--no-monitoring", "--quiet", *flags])
+    return RECIPE.training_run(args), used
+
+
+# ---- bahdanau_rnn: the teacher-forcing schedule ----------------------------------------------
+
+
+def test_teacher_forcing_decay_decays_during_the_run(train_files, tmp_path, monkeypatch):
+    decay = '{"schedule": "linear", "final": 0.5, "steps": 4}'
+    results, used = run_recipe(train_files, tmp_path, monkeypatch, "bahdanau_rnn",
+                               f"teacher_forcing_decay={decay}", steps=3)
+    assert results["steps"] == 3
+    # p(3) on the linear schedule from 1.0 to 0.5 over 4 steps.
+    assert used["model"].teacher_forcing_ratio == pytest.approx(0.625)
+
+
+def test_a_constant_teacher_forcing_ratio_needs_no_schedule():
+    from keras_attn_zoo.models import bahdanau_rnn
+
+    assert bahdanau_rnn(50, preset="tiny", teacher_forcing_ratio=0.7).training_callbacks() == []
+    assert bahdanau_rnn(50, preset="tiny").training_callbacks() == []
+
+
+# ---- weighted_transformer: κ/α on the simplex, their own warm-up -----------------------------
+
+
+def test_weighted_branch_weight_warmup_trains_kappa_alpha_on_their_schedule(
+        train_files, tmp_path, monkeypatch):
+    from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
+    from keras_attn_zoo.training.simplex import BranchWeightAdam
+
+    steps, heads = 3, 4
+    results, used = run_recipe(
+        train_files, tmp_path, monkeypatch, "weighted_transformer",
+        f'num_heads={heads};branch_weight_warmup_steps=1',
+        steps=steps)
+    assert results["steps"] == steps
+    optimizer = used["trainer"].optimizer
+    assert isinstance(optimizer, BranchWeightAdam)
+    assert optimizer.branch_weight_learning_rate.warmup_steps == 1
+    weights = weighted_branch_weights(used["model"])
+    assert weights
+    moved = 0.0
+    for layer in weights.values():
+        for name in ("kappa", "alpha"):
+            values = np.asarray(layer[name])
+            assert values.min() >= 0.0 and values.sum() == pytest.approx(1.0, abs=1e-5)
+            moved = max(moved, float(np.abs(values - 1.0 / heads).max()))
+    # Adam moves a weight by about its learning rate per step. The main
+    # schedule (tiny: peak 2e-3, warm-up 100) sums to 1.2e-4 over 3 steps, the
+    # κ/α schedule with a 1-step warm-up to ~0.04 (measured: κ/α moved at most
+    # 1.8e-4 from uniform without the option, 0.068 with it).
+    peak, warmup = RECIPE.SCHEDULE_DEFAULTS["tiny"]
+    main = InverseSquareRootSchedule(peak, warmup)
+    assert sum(float(main(step)) for step in range(steps)) < 2e-4
+    assert moved > 5e-3
+
+
+@pytest.mark.parametrize("model", TRANSFORMER_FAMILY)
+def test_branch_weight_warmup_without_branches_is_refused(
+        model, train_files, tmp_path, monkeypatch):
+    with pytest.raises(ValueError, match="branch_weight_warmup_steps"):
+        run_recipe(train_files, tmp_path, monkeypatch, model,
+                   'attention_options={"branch_weight_warmup_steps": 400}', steps=1)
+
+
+# ---- every Transformer variant: the model's max_length bounds the training pairs ------------
+
+
+# The limit is read from `zoo_config["max_length"]` whatever the builder, so two
+# builders stand for all: RAN (a fixed-size table, as the synthesizer: the run
+# would stop at the first longer batch) and the Transformer (it would train on
+# lengths it then refuses to translate, as GMM, HC-SA and RNNsearch would).
+@pytest.mark.parametrize("model", ["transformer", "ran_transformer"])
+def test_model_max_length_bounds_the_training_pairs(model, train_files, tmp_path,
+                                                    monkeypatch):
+    results, used = run_recipe(train_files, tmp_path, monkeypatch, model, "max_length=20")
+    assert used["model"].zoo_config["max_length"] == 20
+    assert results["steps"] == 2
+    # About half of these pairs are longer than 20 pieces (vocabulary 100).
+    assert 0 < results["pairs_dropped_too_long"] < 120
+
+
+def test_a_model_max_length_that_leaves_no_pair_is_refused(train_files, tmp_path,
+                                                           monkeypatch):
+    with pytest.raises(SystemExit, match="max_length"):
+        run_recipe(train_files, tmp_path, monkeypatch, "ran_transformer", "max_length=4")
+
+
+# ---- eager_translator: its start pads and special ids shape the data -------------------------
+
+
+def test_eager_start_pads_shape_the_training_targets(train_files, tmp_path, monkeypatch):
+    from keras_attn_zoo.data import eager
+
+    seen = []
+    make_eager_dataset = eager.make_eager_dataset
+
+    def recording(id_pairs, *args, **kwargs):
+        seen.append(id_pairs)
+        return make_eager_dataset(id_pairs, *args, **kwargs)
+
+    monkeypatch.setattr(eager, "make_eager_dataset", recording)
+    results, used = run_recipe(train_files, tmp_path, monkeypatch, "eager_translator",
+                               "start_pads=2", steps=1)
+    assert results["steps"] == 1
+    start = used["model"].special_ids["start_id"]
+    targets = [target for _, target in seen[0]]
+    assert targets and all(list(t[:2]) == [start, start] and t[2] != start for t in targets)
+
+
+def test_eager_special_id_on_a_vocabulary_piece_is_refused(train_files, tmp_path,
+                                                           monkeypatch):
+    with pytest.raises(SystemExit, match="epsilon_id"):
+        run_recipe(train_files, tmp_path, monkeypatch, "eager_translator", "epsilon_id=5",
+                   steps=1)
+
+
+def test_eager_aligned_batching_is_refused_for_other_models(train_files, tmp_path,
+                                                            monkeypatch):
+    with pytest.raises(SystemExit, match="--eager-aligned-batching"):
+        run_recipe(train_files, tmp_path, monkeypatch, "transformer", steps=1,
+                   flags=["--eager-aligned-batching"])
