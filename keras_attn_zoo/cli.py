@@ -5,7 +5,10 @@
 
 ``translate`` reads UTF-8 lines from ``--input`` (default stdin) and writes exactly one
 line per input line, in order, to ``--output`` (default stdout); an empty or
-whitespace-only line gives an empty line. Given a model's base directory it loads the
+whitespace-only line gives an empty line. Each line is split into sentences
+(Moses rules of the ``sentence-splitter`` package for the model's source language),
+the sentences are translated as one batch and joined again, so a paragraph on one
+line keeps every sentence; ``--no-split`` translates each line as one sentence. Given a model's base directory it loads the
 newest version. The model is loaded with ``tf.saved_model.load`` only: any exported
 zoo model works, and this package's model code is not imported.
 
@@ -78,12 +81,18 @@ def load_model_card(model_dir: pathlib.Path) -> dict:
 
 
 def translate_lines(signature, lines, *, beam_size, length_penalty, max_length_a,
-                    max_length_b, batch_size=32, progress=None):
+                    max_length_b, batch_size=32, progress=None, split_sentences=False,
+                    language="en"):
     """Translates ``lines`` with a ``translate_with_options`` signature, in input order.
 
+    With ``split_sentences`` each line is split into sentences, the sentences are
+    translated and joined again, so a paragraph keeps all its sentences.
     Sentences are sorted by length so each batch holds similar lengths.
     """
     import tensorflow as tf
+
+    from keras_attn_zoo.export import sentences as sentence_tools
+    from keras_attn_zoo.export.translator import model_error_message
 
     options = dict(
         beam_size=tf.constant(beam_size, tf.int32),
@@ -91,19 +100,21 @@ def translate_lines(signature, lines, *, beam_size, length_penalty, max_length_a
         max_length_a=tf.constant(max_length_a, tf.float32),
         max_length_b=tf.constant(max_length_b, tf.float32),
     )
-    order = sorted(range(len(lines)), key=lambda i: len(lines[i]))
-    translations = [""] * len(lines)
+    sentences, counts = sentence_tools.split_texts(lines, language, split_sentences)
+    line_of = [line for line, count in enumerate(counts) for _ in range(count)]
+    order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
+    translations = [""] * len(sentences)
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
-        text = tf.constant([lines[i].encode("utf-8") for i in chunk], tf.string)
+        text = tf.constant([sentences[i].encode("utf-8") for i in chunk], tf.string)
         try:
             result = signature(text=text, **options)
         except tf.errors.InvalidArgumentError as error:
-            # The assertion's text is somewhere in the (multi-line) message.
-            message = " ".join((error.message or str(error)).split())
+            message = model_error_message(error)
             if "Input too long" in message:
                 # The graph names the sentence within the batch; map it to the line.
-                raise InputError(_name_long_line(message, chunk)) from None
+                raise InputError(_name_long_line(message, [line_of[i] for i in chunk])
+                                 ) from None
             raise
         for i, translated in zip(chunk, result["translation"].numpy()):
             # One output line per input line, whatever the model emits.
@@ -111,19 +122,24 @@ def translate_lines(signature, lines, *, beam_size, length_penalty, max_length_a
             translations[i] = " ".join(text_out.splitlines())
         if progress is not None:
             progress.update(len(chunk))
-    return translations
+    if not split_sentences:
+        return translations
+    return [sentence_tools.join_translations(group)
+            for group in sentence_tools.regroup(translations, counts)]
 
 
-def _name_long_line(message, chunk):
+def _name_long_line(message, chunk_lines):
+    """The graph's "sentence K has N tokens ... max_input_length=L" -> the line."""
     import re
 
     match = re.search(r"sentence (\d+) has (\d+) tokens.*max_input_length=(\d+)", message)
     if not match:
         return message
     index, length, limit = (int(group) for group in match.groups())
-    line = chunk[index] + 1 if index < len(chunk) else "?"
-    return (f"line {line} is too long: {length} tokens (pieces + EOS), the model "
-            f"accepts at most {limit}; split it (inputs are never truncated).")
+    line = chunk_lines[index] + 1 if index < len(chunk_lines) else "?"
+    return (f"line {line} is too long: a sentence of {length} tokens (pieces + EOS); "
+            f"the model accepts at most max_input_length={limit}. Split it "
+            f"(inputs are never truncated). The model said: {message}")
 
 
 def _translate_command(args) -> int:
@@ -152,6 +168,8 @@ def _translate_command(args) -> int:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
+    from keras_attn_zoo.export.sentences import source_language
+
     card = load_model_card(model_dir)
     defaults = card.get("defaults", {})
     loaded = tf.saved_model.load(str(model_dir))
@@ -160,7 +178,7 @@ def _translate_command(args) -> int:
     if args.input not in (None, "-") and not args.no_progress:
         from tqdm import tqdm
 
-        progress = tqdm(total=len(lines), unit="sent", file=sys.stderr,
+        progress = tqdm(total=None, unit="sent", file=sys.stderr,
                         desc="translate")
     try:
         translations = translate_lines(
@@ -170,7 +188,8 @@ def _translate_command(args) -> int:
                           else defaults.get("max_length_a", 2.0)),
             max_length_b=(args.max_length_b if args.max_length_b is not None
                           else defaults.get("max_length_b", 10)),
-            batch_size=args.batch_size, progress=progress)
+            batch_size=args.batch_size, progress=progress,
+            split_sentences=not args.no_split, language=source_language(card))
     except InputError as error:
         print(f"error: {source_name}: {error}", file=sys.stderr)
         return EXIT_USAGE
@@ -215,6 +234,9 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--output", default=None,
                            help="output file (default stdout)")
     translate.add_argument("--batch-size", type=int, default=32)
+    translate.add_argument("--no-split", action="store_true",
+                           help="translate each line as one sentence (default: split "
+                                "a line into sentences, translate them, join them)")
     translate.add_argument("--no-progress", action="store_true",
                            help="no progress bar (shown on stderr for --input files)")
     translate.set_defaults(handler=_translate_command)
@@ -238,6 +260,17 @@ def _add_serve_arguments(parser):
     parser.add_argument("--max-batch-size", type=int, help="texts per request (64)")
     parser.add_argument("--max-request-bytes", type=int, help="request body size (1 MiB)")
     parser.add_argument("--max-text-chars", type=int, help="characters per text (10,000)")
+    parser.add_argument("--no-split-sentences", action="store_true",
+                        help="translate each input as one sentence (default: split "
+                             "into sentences, translate, join)")
+    parser.add_argument("--batch-max-sentences", type=int, default=64,
+                        help="sentences per model call across requests (64)")
+    parser.add_argument("--batch-timeout-ms", type=float, default=5.0,
+                        help="how long the oldest waiting request waits for others "
+                             "to share its batch (5 ms)")
+    parser.add_argument("--version-label", action="append", default=[],
+                        metavar="LABEL", help="a TF Serving version label "
+                        "(/labels/LABEL) for the served version; repeatable")
 
 
 def _serve_command(args) -> int:
@@ -246,7 +279,11 @@ def _serve_command(args) -> int:
     return server.serve(args.model, port=args.port, host=args.host, name=args.name,
                         max_batch_size=args.max_batch_size,
                         max_request_bytes=args.max_request_bytes,
-                        max_text_chars=args.max_text_chars)
+                        max_text_chars=args.max_text_chars,
+                        labels=args.version_label,
+                        split_sentences=not args.no_split_sentences,
+                        batch_max_sentences=args.batch_max_sentences,
+                        batch_timeout_ms=args.batch_timeout_ms)
 
 
 def main(argv=None) -> int:

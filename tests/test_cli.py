@@ -84,3 +84,56 @@ def test_read_lines_and_model_resolution(exported, tmp_path):
 def test_parser_requires_a_subcommand():
     with pytest.raises(SystemExit):
         cli.main([])
+
+
+LONG_LINE = " ".join(["tree", "dogs", "cats", "bird"] * 375)  # 1,500 words, 7,499 chars
+
+
+def _token_count(translator, text):
+    import sentencepiece
+
+    vocabulary = sentencepiece.SentencePieceProcessor(model_proto=translator.proto)
+    return len(vocabulary.encode(text)) + 1  # pieces + EOS
+
+
+def test_over_long_line_names_the_limit_and_the_count(exported, tmp_path, capsys):
+    translator, base, _ = exported
+    source = tmp_path / "long.txt"
+    source.write_text(f"dog\n{LONG_LINE}\n", encoding="utf-8")
+    code = cli.main(["translate", "--model", str(base), "--input", str(source),
+                     "--no-progress"])
+    assert code == 2
+    error = capsys.readouterr().err
+    tokens = _token_count(translator, LONG_LINE)
+    assert "line 2" in error and f"{tokens} tokens" in error
+    assert "max_input_length=1024" in error and "Graph execution error" not in error
+
+
+def test_python_translator_says_why(exported):
+    import tensorflow as tf
+
+    translator, _, _ = exported
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        translator.translate_texts(["dog", LONG_LINE, "cat"])
+    message = str(raised.value.message)
+    tokens = _token_count(translator, LONG_LINE)
+    assert message.startswith("Input too long: sentence 1 has")  # the caller's index
+    assert f"has {tokens} tokens" in message and "max_input_length=1024" in message
+
+
+def test_a_paragraph_line_keeps_every_sentence_in_order(exported, tmp_path, capsys):
+    translator, base, _ = exported
+    sentences = ["The cat sees the dog.", "A small bird sleeps.", "The dog runs."]
+    source = tmp_path / "paragraph.txt"
+    source.write_text(" ".join(sentences) + "\ndog\n", encoding="utf-8")
+    alone = translator.translate_texts(sentences + ["dog"])
+    code = cli.main(["translate", "--model", str(base), "--input", str(source),
+                     "--no-progress"])
+    assert code == 0
+    lines = capsys.readouterr().out.split("\n")[:-1]
+    assert lines == [" ".join(t for t in alone[:3] if t.strip()), alone[3]]
+    code = cli.main(["translate", "--model", str(base), "--input", str(source),
+                     "--no-progress", "--no-split"])
+    assert code == 0
+    whole = capsys.readouterr().out.split("\n")[:-1]
+    assert whole == translator.translate_texts([" ".join(sentences), "dog"])

@@ -43,7 +43,7 @@ def server(tiny_export):
     port = free_port()
     process = subprocess.Popen(
         [sys.executable, "-m", "keras_attn_zoo.cli", "serve", "--model", str(tiny_export),
-         "--port", str(port), "--max-batch-size", "16", "--max-text-chars", "2000"],
+         "--port", str(port), "--max-batch-size", "16", "--version-label", "stable"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
     base = f"http://127.0.0.1:{port}"
@@ -105,13 +105,102 @@ def test_page_in_a_real_headless_browser(server):
         browser.quit()
 
 
-def test_status_and_metadata(server):
+# ---- TensorFlow Serving's REST API, request by request ---------------------------
+
+def test_status_of_the_model_its_version_and_its_label(server):
     status, body = request(server["model"])
     assert status == 200
-    assert body["model_version_status"][0]["state"] == "AVAILABLE"
+    assert body == {"model_version_status": [{
+        "version": "1", "state": "AVAILABLE",
+        "status": {"error_code": "OK", "error_message": ""}}]}
+    assert request(server["model"] + "/versions/1") == (200, body)
+    assert request(server["model"] + "/labels/stable") == (200, body)
+    status, error = request(server["model"] + "/versions/2")
+    assert status == 404 and "version 2" in error["error"]
+    status, error = request(server["model"] + "/labels/canary")
+    assert status == 400 and "canary" in error["error"]
+    status, error = request(server["base"] + "/v1/models/no-such-model")
+    assert status == 404 and "no-such-model" in error["error"]
+
+
+def test_metadata_lists_each_signature_with_inputs_and_outputs(server):
     status, body = request(server["model"] + "/metadata")
     assert status == 200
-    assert "serving_default" in body["metadata"]["signature_names"]
+    assert body["model_spec"]["name"] == server["name"]
+    assert body["model_spec"]["version"] == "1"
+    signatures = body["metadata"]["signature_def"]["signature_def"]
+    assert sorted(signatures) == ["serving_default", "translate", "translate_ids",
+                                  "translate_with_options"]
+    default = signatures["serving_default"]
+    assert default["method_name"] == "tensorflow/serving/predict"
+    text = default["inputs"]["text"]
+    assert text["dtype"] == "DT_STRING"
+    assert [d["size"] for d in text["tensor_shape"]["dim"]] == ["-1"]
+    outputs = default["outputs"]
+    assert sorted(outputs) == ["alignment", "length", "score", "source_pieces",
+                               "target_pieces", "translation"]
+    assert outputs["alignment"]["dtype"] == "DT_FLOAT"
+    assert len(outputs["alignment"]["tensor_shape"]["dim"]) == 3
+    assert outputs["length"]["dtype"] == "DT_INT32"
+    options = signatures["translate_with_options"]["inputs"]
+    assert options["beam_size"]["dtype"] == "DT_INT32"
+    assert options["beam_size"]["tensor_shape"].get("dim", []) == []
+    assert body["metadata"]["model_card"]["max_input_length"] == 1024
+    assert request(server["model"] + "/versions/1/metadata") == (200, body)
+    assert request(server["model"] + "/labels/stable/metadata") == (200, body)
+    assert request(server["model"] + "/versions/7/metadata")[0] == 404
+
+
+def test_predict_on_a_version_and_a_label(server):
+    texts = ["the cat sees the dog", "dog"]
+    status, plain = request(server["model"] + ":predict", {"instances": texts})
+    assert status == 200, plain
+    for path in ("/versions/1:predict", "/labels/stable:predict"):
+        assert request(server["model"] + path, {"instances": texts}) == (200, plain)
+    status, error = request(server["model"] + "/versions/2:predict", {"instances": texts})
+    assert status == 404 and "Specific" in error["error"]
+    status, error = request(server["model"] + "/labels/canary:predict", {"instances": texts})
+    assert status == 400 and "canary" in error["error"]
+
+
+def test_signature_name_is_honoured_and_an_unknown_one_refused(server):
+    texts = ["the cat sees the dog", "a small bird sleeps"]
+    _, default = request(server["model"] + ":predict", {"instances": texts})
+    status, named = request(server["model"] + ":predict",
+                            {"instances": texts, "signature_name": "translate"})
+    assert status == 200 and named == default
+    status, greedy = request(server["model"] + ":predict", {
+        "inputs": {"text": texts, "beam_size": 1, "length_penalty": 0.0},
+        "signature_name": "translate_with_options"})
+    assert status == 200, greedy
+    _, expected = request(server["model"] + ":translate",
+                          {"text": texts, "beam_size": 1, "length_penalty": 0.0})
+    assert greedy["outputs"]["translation"] == expected["translations"]
+    status, rows = request(server["model"] + ":predict", {
+        "instances": [{"text": t, "beam_size": 1, "length_penalty": 0.0} for t in texts],
+        "signature_name": "translate_with_options"})
+    assert status == 200, rows
+    assert [p["translation"] for p in rows["predictions"]] == expected["translations"]
+    status, error = request(server["model"] + ":predict",
+                            {"instances": texts, "signature_name": "nope"})
+    assert status == 400
+    assert '"nope" not found' in error["error"] and "serving_default" in error["error"]
+    status, error = request(server["model"] + ":predict",
+                            {"inputs": {"text": texts, "beam": 1},
+                             "signature_name": "translate_with_options"})
+    assert status == 400 and "beam" in error["error"]
+
+
+@pytest.mark.parametrize("verb, kind", [("classify", "classification"),
+                                        ("regress", "regression")])
+def test_classify_and_regress_answer_as_for_a_model_without_them(server, verb, kind):
+    body = {"examples": [{"text": "the dog"}]}
+    status, error = request(f"{server['model']}:{verb}", body)
+    assert status == 400
+    assert error["error"] == (f"Expected {kind} signature method_name to be "
+                              f"tensorflow/serving/{verb}. Was: tensorflow/serving/predict")
+    status, error = request(f"{server['model']}:{verb}", dict(body, signature_name="nope"))
+    assert status == 400 and '"nope" not found' in error["error"]
 
 
 def test_predict_row_and_columnar_formats_agree_with_translate(server):
@@ -126,6 +215,121 @@ def test_predict_row_and_columnar_formats_agree_with_translate(server):
     assert columns["outputs"]["translation"] == human["translations"]
     detail = human["details"][0]
     assert len(detail["alignment"]) == len(detail["target_pieces"])
+    # Every output of the signature, per instance (row) or batched (columnar).
+    assert sorted(rows["predictions"][0]) == sorted(columns["outputs"]) == [
+        "alignment", "length", "score", "source_pieces", "target_pieces", "translation"]
+    assert rows["predictions"][0]["source_pieces"] == detail["source_pieces"]
+    assert columns["outputs"]["score"] == pytest.approx(human["scores"], abs=1e-5)
+    widths = {len(p) for p in columns["outputs"]["source_pieces"]}
+    assert len(widths) == 1, "columnar outputs are rectangular, as tensors"
+    # Named inputs and TF Serving's base64 form of a string.
+    import base64
+
+    named = [{"text": t} for t in texts]
+    b64 = [{"b64": base64.b64encode(t.encode()).decode()} for t in texts]
+    assert request(server["model"] + ":predict", {"instances": named}) == (200, rows)
+    assert request(server["model"] + ":predict", {"instances": b64}) == (200, rows)
+    assert request(server["model"] + ":predict", {"inputs": {"text": texts}}) == (200, columns)
+
+
+# ---- say why, lose nothing --------------------------------------------------------
+
+def test_an_over_long_sentence_is_refused_with_the_models_reason(server, tiny_export):
+    import sentencepiece
+
+    from keras_attn_zoo.export import latest_version
+
+    text = " ".join(["tree", "dogs", "cats", "bird"] * 375)  # 1,500 words, 7,499 chars
+    assert len(text) == 7_499
+    vocabulary = sentencepiece.SentencePieceProcessor(
+        model_file=str(latest_version(tiny_export) / "assets" / "vocab.model"))
+    tokens = len(vocabulary.encode(text)) + 1  # pieces + EOS
+    for method, body in ((":translate", {"text": ["dog", text]}),
+                         (":predict", {"instances": ["dog", text]})):
+        status, error = request(server["model"] + method, body)
+        assert status == 400, error
+        assert f"has {tokens} tokens" in error["error"], error
+        assert "max_input_length=1024" in error["error"]
+        assert "text 1" in error["error"], "names the request's text"
+        assert "Graph execution error" not in error["error"]
+
+
+PARAGRAPH = ["The cat sees the dog.", "A small bird sleeps.", "The tree likes a small cat.",
+             "The dog runs.", "A red house sleeps and the cat sleeps."]
+
+
+def metric(text, name, **labels):
+    """The value of one sample of a Prometheus text page (0 if absent)."""
+    for line in text.splitlines():
+        if line.startswith(name + "{") and all(f'{k}="{v}"' in line for k, v in labels.items()):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_a_paragraph_is_split_translated_in_one_batch_and_joined_in_order(server):
+    from keras_attn_zoo.export.sentences import split_sentences
+
+    paragraph = " ".join(PARAGRAPH)
+    assert split_sentences(paragraph, "en") == PARAGRAPH  # a controlled input
+    alone = [request(server["model"] + ":translate", {"text": [s]})[1] for s in PARAGRAPH]
+    _, before = request(server["base"] + "/monitoring/prometheus/metrics")
+    status, body = request(server["model"] + ":translate", {"text": [paragraph]})
+    assert status == 200, body
+    _, after = request(server["base"] + "/monitoring/prometheus/metrics")
+    # The model ran the paragraph's N sentences (in one call: one batch).
+    sentences = "keras_attn_zoo_sentences_total"
+    assert metric(after, sentences) - metric(before, sentences) == len(PARAGRAPH)
+    batches = "keras_attn_zoo_batch_size_count"
+    assert metric(after, batches) - metric(before, batches) == 1
+    expected = " ".join(a["translations"][0] for a in alone if a["translations"][0].strip())
+    assert body["translations"] == [expected]
+    detail = body["details"][0]
+    assert detail["sentences"] == len(PARAGRAPH)
+    assert detail["score"] == pytest.approx(sum(a["scores"][0] for a in alone), abs=1e-4)
+    # The alignment covers the whole input: every piece of every sentence.
+    assert detail["source_pieces"] == [p for a in alone for p in a["details"][0]["source_pieces"]]
+    assert detail["target_pieces"] == [p for a in alone for p in a["details"][0]["target_pieces"]]
+    assert len(detail["alignment"]) == len(detail["target_pieces"])
+    assert {len(row) for row in detail["alignment"]} == {len(detail["source_pieces"])}
+    status, rows = request(server["model"] + ":predict", {"instances": [paragraph]})
+    assert rows["predictions"][0]["translation"] == expected
+    # Turned off: the paragraph is one sentence to the model.
+    status, whole = request(server["model"] + ":translate",
+                            {"text": [paragraph], "split_sentences": False})
+    assert status == 200 and whole["details"][0]["sentences"] == 1
+    assert len(whole["details"][0]["source_pieces"]) < len(detail["source_pieces"]) + 1
+
+
+def test_the_german_splitter_keeps_abbreviations_and_ordinals_together():
+    from keras_attn_zoo.export.sentences import split_sentences
+    from keras_attn_zoo.export.sentences import split_texts
+
+    assert split_sentences("Dr. Müller kam am 3. Mai. Er sah z. B. den Hund.", "de") == [
+        "Dr. Müller kam am 3. Mai.", "Er sah z. B. den Hund."]
+    assert split_texts(["Eins. Zwei.", "", "  "], "de") == (["Eins.", "Zwei.", "", "  "],
+                                                             [2, 1, 1])
+
+
+def test_prometheus_metrics_move(server):
+    url = server["base"] + "/monitoring/prometheus/metrics"
+    status, before = request(url)
+    assert status == 200
+    assert "# TYPE keras_attn_zoo_requests_total counter" in before
+    assert "# TYPE keras_attn_zoo_request_latency_seconds histogram" in before
+    assert "# TYPE keras_attn_zoo_queue_length gauge" in before
+    request(server["model"] + ":predict", {"instances": ["dog", "the cat"]})
+    request(server["model"] + ":predict", {"instances": [3]})
+    _, after = request(url)
+    ok = dict(method="predict", code="200")
+    bad = dict(method="predict", code="400")
+    name = "keras_attn_zoo_requests_total"
+    assert metric(after, name, **ok) == metric(before, name, **ok) + 1
+    assert metric(after, name, **bad) == metric(before, name, **bad) + 1
+    latency = "keras_attn_zoo_request_latency_seconds_count"
+    assert metric(after, latency) >= metric(before, latency) + 2
+    assert metric(after, "keras_attn_zoo_batch_size_sum") >= (
+        metric(before, "keras_attn_zoo_batch_size_sum") + 2)
+    assert metric(after, "keras_attn_zoo_queue_length") >= 0
 
 
 @pytest.mark.parametrize("raw, fragment", [
@@ -136,7 +340,7 @@ def test_predict_row_and_columnar_formats_agree_with_translate(server):
     (json.dumps({"text": []}).encode(), "non-empty list"),
     (json.dumps({"text": [3]}).encode(), "not a string"),
     (json.dumps({"text": ["a"] * 17}).encode(), "limit is 16"),
-    (json.dumps({"text": ["a" * 2001]}).encode(), "limit is 2000"),
+    (json.dumps({"text": ["a" * 10_001]}).encode(), "limit is 10000"),
     (json.dumps({"text": ["a"], "beam_size": 0}).encode(), "beam_size"),
     (b'{"text": ["\\ud800"]}', "lone surrogate"),
 ])
@@ -161,10 +365,16 @@ def test_concurrent_clients_all_get_their_own_answers(server):
     def one(index):
         return request(server["model"] + ":translate", {"text": [texts[index]]})
 
+    def bad(index):
+        return request(server["model"] + ":translate", {"text": [" ".join(["dog"] * 1500)]})
+
     with concurrent.futures.ThreadPoolExecutor(8) as pool:
+        refused = [pool.submit(bad, i) for i in range(4)]
         answers = list(pool.map(one, range(len(texts))))
     assert all(status == 200 for status, _ in answers)
     assert [body["translations"][0] for _, body in answers] == alone["translations"]
+    # Refused inputs, possibly batched with good ones, fail alone.
+    assert all(f.result()[0] == 400 for f in refused)
 
 
 def test_static_page_is_served(server):
@@ -203,5 +413,7 @@ def test_bounded_load_benchmark_smoke(tiny_export, tmp_path):
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     [result] = tmp_path.glob("server_load-*-smoke.json")
     rows = json.loads(result.read_text())["rows"]
-    assert all(row["errors"] == 0 and row["ok"] == row["requests"] for row in rows)
+    assert all(row["errors"] == 0 and row["ok"] == row["requests"] - row["bad_requests"]
+               for row in rows)
+    assert rows[1]["bad_requests"] > 0
     assert rows[1]["p99_ms"] >= rows[1]["p50_ms"] > 0

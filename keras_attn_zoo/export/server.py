@@ -1,35 +1,46 @@
-"""An HTTP translation server with TensorFlow Serving's REST shapes.
+"""An HTTP translation server that answers like TensorFlow Serving's REST API.
 
     keras-attn-zoo serve --model saved_models/NAME --port 8501
 
-Endpoints (NAME is the model name, the export's base directory name):
+Endpoints (NAME is the model name, the export's base directory name; every
+`/v1/models/NAME` path also takes `/versions/VERSION` or `/labels/LABEL` after
+the name, as TF Serving's does):
 
-* `GET /v1/models/NAME`: version status, as TF Serving answers it
-  (`AVAILABLE` once loaded, `LOADING` with HTTP 503 before).
-* `GET /v1/models/NAME/metadata`: signature names and the model card.
-* `POST /v1/models/NAME:predict`: `{"instances": ["text", ...]}` (row format,
-  also `[{"text": ...}]`) -> `{"predictions": [{"translation", "score"}]}`,
-  or `{"inputs": ["text", ...]}` (columnar) -> `{"outputs": {"translation":
-  [...], "score": [...]}}`. Runs the `serving_default` beam search.
+* `GET /v1/models/NAME`: version status (`AVAILABLE` once loaded, `LOADING`
+  with HTTP 503 before).
+* `GET /v1/models/NAME/metadata`: TF Serving's `signature_def` map (inputs and
+  outputs with dtype and shape, method name) plus the `model_card`.
+* `POST /v1/models/NAME:predict`: `{"instances": [...]}` (row format) ->
+  `{"predictions": [{output: value}]}`, or `{"inputs": ...}` (columnar) ->
+  `{"outputs": {output: [...]}}`; `"signature_name"` picks any text signature
+  (default `serving_default`).
+* `POST /v1/models/NAME:classify|:regress`: 400, as TF Serving answers for a
+  model without classification or regression signatures.
 * `POST /v1/models/NAME:translate`: `{"text": [...], "beam_size": 4,
-  "length_penalty": 0.6}` -> translations, scores, and per sentence the
-  alignment with its source and target pieces (what the page draws).
+  "length_penalty": 0.6}` -> translations, scores, and per text the alignment
+  with its source and target pieces (what the page draws).
+* `GET /monitoring/prometheus/metrics`: requests by status, latency, batch
+  sizes and queue length in Prometheus' text format.
 * `GET /`: a small page to try the model.
 
+Text endpoints split each input into sentences (`sentences.py`), translate all
+sentences of all waiting requests as one batch and join the results per input;
+`"split_sentences": false` in a request (or `--no-split-sentences`) turns it off.
+
 Bad requests get HTTP 400 (413 for a body over the size limit) and
-`{"error": "..."}` naming the problem; the server keeps serving. Requests of
-several clients that arrive within a few milliseconds with the same options are
-translated as one batch. SIGTERM (or SIGINT) stops accepting connections,
-finishes the requests in flight and exits 0. The server listens on 127.0.0.1
-unless `--host` says otherwise.
+`{"error": "..."}` naming the problem; the server keeps serving. SIGTERM (or
+SIGINT) stops accepting connections, finishes the requests in flight and exits
+0. The server listens on 127.0.0.1 unless `--host` says otherwise.
 
 The server needs only TensorFlow and tensorflow-text to run the model.
 """
 
+import base64
+import collections
 import concurrent.futures
 import json
 import pathlib
-import queue
+import re
 import signal
 import threading
 import time
@@ -37,7 +48,11 @@ from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler
 from http.server import ThreadingHTTPServer
 
+from keras_attn_zoo.export import sentences as sentence_tools
 from keras_attn_zoo.export.saved_model import latest_version
+from keras_attn_zoo.export.translator import failing_sentence
+from keras_attn_zoo.export.translator import model_error_message
+from keras_attn_zoo.export.translator import rename_sentence
 
 DEFAULT_LIMITS = dict(
     max_request_bytes=1 << 20,
@@ -47,6 +62,15 @@ DEFAULT_LIMITS = dict(
 )
 MAX_DRAIN_BYTES = 64 << 20
 STATIC_PAGE = pathlib.Path(__file__).with_name("static") / "index.html"
+METRICS_PATH = "/monitoring/prometheus/metrics"
+# Signatures that take text; `translate_ids` takes token ids (clients tokenize).
+TEXT_SIGNATURES = ("serving_default", "translate", "translate_with_options")
+OPTION_INPUTS = ("beam_size", "length_penalty", "max_length_a", "max_length_b")
+OUTPUT_KEYS = ("translation", "score", "alignment", "length", "source_pieces",
+               "target_pieces")
+PREDICT_METHOD = "tensorflow/serving/predict"
+LATENCY_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128)
 
 
 class BadRequest(ValueError):
@@ -57,20 +81,104 @@ class BadRequest(ValueError):
         self.status = status
 
 
-class ModelRunner:
-    """Loads the SavedModel in the background and runs batched translations."""
+class Metrics:
+    """Counters, a gauge and histograms in Prometheus' text exposition format."""
 
-    def __init__(self, model_path, batch_window_seconds=0.005, max_batch_size=64):
+    def __init__(self):
+        self._lock = threading.Lock()
+        self.requests = collections.Counter()  # (method, code) -> count
+        self.sentences = 0
+        self.queue_length = 0
+        self.latency = self._histogram(LATENCY_BUCKETS)
+        self.batch_size = self._histogram(BATCH_BUCKETS)
+
+    @staticmethod
+    def _histogram(buckets):
+        return {"buckets": buckets, "counts": [0] * len(buckets), "sum": 0.0, "count": 0}
+
+    def _observe(self, histogram, value):
+        for index, bound in enumerate(histogram["buckets"]):
+            if value <= bound:
+                histogram["counts"][index] += 1
+        histogram["sum"] += value
+        histogram["count"] += 1
+
+    def request(self, method, code, seconds):
+        with self._lock:
+            self.requests[(method, int(code))] += 1
+            self._observe(self.latency, seconds)
+
+    def batch(self, size):
+        with self._lock:
+            self.sentences += size
+            self._observe(self.batch_size, size)
+
+    def render(self, model_name):
+        def histogram(name, help_text, values):
+            lines = [f"# HELP {name} {help_text}", f"# TYPE {name} histogram"]
+            for bound, count in zip(values["buckets"], values["counts"]):
+                lines.append(f'{name}_bucket{{model_name="{model_name}",le="{bound}"}} {count}')
+            lines += [f'{name}_bucket{{model_name="{model_name}",le="+Inf"}} {values["count"]}',
+                      f'{name}_sum{{model_name="{model_name}"}} {values["sum"]:.6f}',
+                      f'{name}_count{{model_name="{model_name}"}} {values["count"]}']
+            return lines
+
+        with self._lock:
+            lines = ["# HELP keras_attn_zoo_requests_total HTTP requests by method and status.",
+                     "# TYPE keras_attn_zoo_requests_total counter"]
+            for (method, code), count in sorted(self.requests.items()):
+                lines.append(f'keras_attn_zoo_requests_total{{model_name="{model_name}",'
+                             f'method="{method}",code="{code}"}} {count}')
+            lines += ["# HELP keras_attn_zoo_sentences_total Sentences run by the model.",
+                      "# TYPE keras_attn_zoo_sentences_total counter",
+                      f'keras_attn_zoo_sentences_total{{model_name="{model_name}"}} '
+                      f"{self.sentences}",
+                      "# HELP keras_attn_zoo_queue_length Sentences waiting for a batch.",
+                      "# TYPE keras_attn_zoo_queue_length gauge",
+                      f'keras_attn_zoo_queue_length{{model_name="{model_name}"}} '
+                      f"{self.queue_length}"]
+            lines += histogram("keras_attn_zoo_request_latency_seconds",
+                               "Request latency in seconds.", self.latency)
+            lines += histogram("keras_attn_zoo_batch_size",
+                               "Sentences per model call.", self.batch_size)
+        return "\n".join(lines) + "\n"
+
+
+class _Job:
+    __slots__ = ("sentences", "options", "future", "enqueued")
+
+    def __init__(self, sentences, options):
+        self.sentences = tuple(sentences)
+        self.options = options
+        self.future = concurrent.futures.Future()
+        self.enqueued = time.monotonic()
+
+
+class ModelRunner:
+    """Loads the SavedModel in the background and runs batched translations.
+
+    Batching: one worker thread takes the oldest waiting request and every other
+    waiting request with the same options, up to `batch_max_sentences`
+    sentences. It waits up to `batch_timeout_seconds` after the oldest request
+    arrived for more to join (counted from its arrival, so a request that
+    already waited while the model ran is never delayed further).
+    """
+
+    def __init__(self, model_path, batch_timeout_seconds=0.005, batch_max_sentences=64,
+                 metrics=None):
         self.version_dir = latest_version(model_path)
         self.version = self.version_dir.name
-        self.batch_window_seconds = batch_window_seconds
-        self.max_batch_size = max_batch_size
+        self.batch_timeout_seconds = batch_timeout_seconds
+        self.batch_max_sentences = max(1, int(batch_max_sentences))
+        self.metrics = metrics or Metrics()
         self.state = "LOADING"
         self.error = ""
         self.model_card = {}
+        self.signature_defs = {}
         self._model = None
-        self._jobs = queue.Queue()
-        self._stopping = threading.Event()
+        self._waiting = collections.deque()
+        self._condition = threading.Condition()
+        self._stopping = False
         threading.Thread(target=self._load, daemon=True, name="loader").start()
         self._worker = threading.Thread(target=self._serve_jobs, daemon=True,
                                         name="batcher")
@@ -81,6 +189,7 @@ class ModelRunner:
             import tensorflow as tf
             import tensorflow_text  # noqa: F401  (registers SentencePiece ops)
 
+            self.signature_defs = read_signature_defs(self.version_dir)
             self._model = tf.saved_model.load(str(self.version_dir))
             card = self.version_dir / "model_card.json"
             if card.exists():
@@ -93,100 +202,201 @@ class ModelRunner:
     def signature_names(self):
         return sorted(self._model.signatures) if self._model is not None else []
 
-    def translate(self, texts, beam_size, length_penalty):
-        """Queues `texts`; returns their results once a batch ran."""
-        future = concurrent.futures.Future()
-        self._jobs.put((tuple(texts), int(beam_size), float(length_penalty), future))
-        return future.result()
+    def default_options(self):
+        """(beam_size, length_penalty, max_length_a, max_length_b) of the card."""
+        defaults = self.model_card.get("defaults", {})
+        return (int(defaults.get("beam_size", 4)),
+                float(defaults.get("length_penalty", 0.6)),
+                float(defaults.get("max_length_a", 2.0)),
+                float(defaults.get("max_length_b", 10)))
+
+    def translate(self, sentences, options):
+        """Queues `sentences` with `options` (as `default_options`); returns one
+        result dict per sentence once its batch ran."""
+        job = _Job(sentences, tuple(options))
+        with self._condition:
+            self._waiting.append(job)
+            self.metrics.queue_length += len(job.sentences)
+            self._condition.notify()
+        return job.future.result()
 
     def stop(self):
-        self._stopping.set()
-        self._jobs.put(None)
+        with self._condition:
+            self._stopping = True
+            self._condition.notify()
         self._worker.join(timeout=30)
 
-    def _serve_jobs(self):
-        while not self._stopping.is_set():
-            first = self._jobs.get()
-            if first is None:
-                return
-            batch = [first]
-            size = len(first[0])
-            deadline = time.monotonic() + self.batch_window_seconds
-            pending = []
-            while size < self.max_batch_size:
+    def _next_batch(self):
+        """Blocks until a batch is due; returns its jobs (None when stopping)."""
+        with self._condition:
+            while not self._waiting and not self._stopping:
+                self._condition.wait()
+            if not self._waiting:
+                return None
+            options = self._waiting[0].options
+            deadline = self._waiting[0].enqueued + self.batch_timeout_seconds
+            while not self._stopping:
+                size = sum(len(j.sentences) for j in self._waiting if j.options == options)
                 remaining = deadline - time.monotonic()
-                if remaining <= 0:
+                if size >= self.batch_max_sentences or remaining <= 0:
                     break
-                try:
-                    job = self._jobs.get(timeout=remaining)
-                except queue.Empty:
-                    break
-                if job is None:
-                    self._stopping.set()
-                    break
-                same_options = job[1:3] == first[1:3]
-                if same_options and size + len(job[0]) <= self.max_batch_size:
+                self._condition.wait(remaining)
+            batch, size, kept = [], 0, collections.deque()
+            for job in self._waiting:
+                fits = size + len(job.sentences) <= self.batch_max_sentences
+                if job.options == options and (fits or not batch):
                     batch.append(job)
-                    size += len(job[0])
+                    size += len(job.sentences)
                 else:
-                    pending.append(job)
-            for job in pending:  # other options: next round
-                self._jobs.put(job)
+                    kept.append(job)
+            self._waiting = kept
+            self.metrics.queue_length -= size
+            return batch
+
+    def _serve_jobs(self):
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return
             self._run_batch(batch)
 
     def _run_batch(self, batch):
-        try:
-            results = self._run([t for job in batch for t in job[0]], *batch[0][1:3])
-        except Exception as error:
-            if len(batch) == 1:
-                batch[0][3].set_exception(_client_error(error))
-                return
-            # One bad request must not fail the others: run each alone.
-            for job in batch:
-                self._run_batch([job])
-            return
-        offset = 0
-        for texts, _, _, future in batch:
-            future.set_result(results[offset: offset + len(texts)])
-            offset += len(texts)
+        """Runs `batch`; a job the model rejects fails alone, the rest run again."""
+        while batch:
+            try:
+                results = self._run([s for job in batch for s in job.sentences],
+                                    batch[0].options)
+            except Exception as error:
+                import tensorflow as tf
 
-    def _run(self, texts, beam_size, length_penalty):
+                if not isinstance(error, tf.errors.InvalidArgumentError):
+                    if len(batch) == 1:
+                        batch[0].future.set_exception(error)
+                        return
+                    for job in batch:  # unknown failure: each alone
+                        self._run_batch([job])
+                    return
+                message, row = _model_message_and_row(error)
+                bad, offset = 0, 0
+                for index, job in enumerate(batch):
+                    if row is not None and offset <= row < offset + len(job.sentences):
+                        bad, row = index, row - offset
+                        break
+                    offset += len(job.sentences)
+                job = batch.pop(bad)
+                if row is not None:
+                    message = rename_sentence(message, f"sentence {row}")
+                job.future.set_exception(BadRequest(f"input rejected by the model: {message}"))
+                continue
+            offset = 0
+            for job in batch:
+                job.future.set_result(results[offset: offset + len(job.sentences)])
+                offset += len(job.sentences)
+            return
+
+    def _run(self, texts, options):
         import tensorflow as tf
 
-        outputs = self._model.signatures["translate_with_options"](
-            text=tf.constant(list(texts), tf.string),
-            beam_size=tf.constant(beam_size, tf.int32),
-            length_penalty=tf.constant(length_penalty, tf.float32),
-            max_length_a=tf.constant(self.model_card.get("max_length_a", 2.0), tf.float32),
-            max_length_b=tf.constant(float(self.model_card.get("max_length_b", 10)),
-                                     tf.float32),
-        )
-        outputs = {k: v.numpy() for k, v in outputs.items()}
         results = []
-        for row in range(len(texts)):
-            length = int(outputs["length"][row])
-            source = [p.decode("utf-8", "replace") for p in outputs["source_pieces"][row] if p]
-            target = [p.decode("utf-8", "replace") for p in outputs["target_pieces"][row][:length]]
-            alignment = outputs["alignment"][row][:length, : len(source)]
-            results.append({
-                "translation": outputs["translation"][row].decode("utf-8", "replace"),
-                "score": float(outputs["score"][row]),
-                "source_pieces": source,
-                "target_pieces": target,
-                "alignment": [[round(float(w), 4) for w in r] for r in alignment],
-            })
+        for start in range(0, len(texts), self.batch_max_sentences):
+            chunk = texts[start:start + self.batch_max_sentences]
+            self.metrics.batch(len(chunk))
+            beam_size, length_penalty, max_length_a, max_length_b = options
+            try:
+                outputs = self._model.signatures["translate_with_options"](
+                    text=tf.constant(list(chunk), tf.string),
+                    beam_size=tf.constant(beam_size, tf.int32),
+                    length_penalty=tf.constant(length_penalty, tf.float32),
+                    max_length_a=tf.constant(max_length_a, tf.float32),
+                    max_length_b=tf.constant(max_length_b, tf.float32),
+                )
+            except tf.errors.InvalidArgumentError as error:
+                if start:  # rows of later chunks: renumber to the whole list
+                    message, row = _model_message_and_row(error)
+                    if row is not None:
+                        message = rename_sentence(message, f"sentence {row + start}")
+                    raise tf.errors.InvalidArgumentError(None, None, message) from None
+                raise
+            outputs = {k: v.numpy() for k, v in outputs.items()}
+            for row in range(len(chunk)):
+                length = int(outputs["length"][row])
+                source = [p.decode("utf-8", "replace")
+                          for p in outputs["source_pieces"][row] if p]
+                target = [p.decode("utf-8", "replace")
+                          for p in outputs["target_pieces"][row][:length]]
+                alignment = outputs["alignment"][row][:length, : len(source)]
+                results.append({
+                    "translation": outputs["translation"][row].decode("utf-8", "replace"),
+                    "score": float(outputs["score"][row]),
+                    "alignment": [[round(float(w), 4) for w in r] for r in alignment],
+                    "length": length,
+                    "source_pieces": source,
+                    "target_pieces": target,
+                })
         return results
 
 
-def _client_error(error):
-    """The graph's InvalidArgumentError (e.g. an input over the length limit,
-    whose message names the limit) becomes a 400; anything else stays a 500."""
-    import tensorflow as tf
+def _model_message_and_row(error):
+    """The export's message of a graph error and the batch row it names, if any."""
+    message = model_error_message(error)
+    return message, failing_sentence(message)
 
-    if isinstance(error, tf.errors.InvalidArgumentError):
-        message = error.message.strip().splitlines()[0]
-        return BadRequest(f"input rejected by the model: {message}")
-    return error
+
+def read_signature_defs(version_dir):
+    """The SavedModel's signatures as TF Serving's metadata shows them (JSON of
+    `SignatureDef`: inputs and outputs with dtype, shape and tensor name)."""
+    from google.protobuf import json_format
+    from tensorflow.core.protobuf import saved_model_pb2
+
+    saved_model = saved_model_pb2.SavedModel()
+    saved_model.ParseFromString((pathlib.Path(version_dir) / "saved_model.pb").read_bytes())
+    definitions = {}
+    for name, definition in saved_model.meta_graphs[0].signature_def.items():
+        if name.startswith("__"):  # the init op is no serving signature
+            continue
+        definitions[name] = json_format.MessageToDict(
+            definition, preserving_proto_field_name=True,
+            always_print_fields_with_no_presence=True)
+    return dict(sorted(definitions.items()))
+
+
+def merge_results(results):
+    """Results of one input's sentences -> one result: translations joined,
+    scores summed, pieces concatenated, alignment block-diagonal."""
+    if len(results) == 1:
+        return dict(results[0], sentences=1)
+    columns = sum(len(r["source_pieces"]) for r in results)
+    alignment, column = [], 0
+    for result in results:
+        width = len(result["source_pieces"])
+        for row in result["alignment"]:
+            alignment.append([0.0] * column + list(row) + [0.0] * (columns - column - width))
+        column += width
+    return {
+        "translation": sentence_tools.join_translations([r["translation"] for r in results]),
+        "score": sum(r["score"] for r in results),
+        "alignment": alignment,
+        "length": sum(r["length"] for r in results),
+        "source_pieces": [p for r in results for p in r["source_pieces"]],
+        "target_pieces": [p for r in results for p in r["target_pieces"]],
+        "sentences": len(results),
+    }
+
+
+def _text_value(value, where):
+    """A request's text: a string, `{"b64": ...}` (TF Serving's binary form) or
+    `{"text": one of those}`; returns `str`."""
+    if isinstance(value, dict) and set(value) == {"text"}:
+        value = value["text"]
+    if isinstance(value, dict) and set(value) == {"b64"} and isinstance(value["b64"], str):
+        try:
+            # Invalid UTF-8 is replaced, as the exported graph does.
+            return base64.b64decode(value["b64"], validate=True).decode("utf-8", "replace")
+        except ValueError:
+            raise BadRequest(f'{where} is not valid base64.')
+    if not isinstance(value, str):
+        raise BadRequest(f"{where} is {type(value).__name__}, not a string.")
+    return value
 
 
 def parse_texts(values, field, limits):
@@ -202,10 +412,7 @@ def parse_texts(values, field, limits):
         )
     texts = []
     for index, value in enumerate(values):
-        if isinstance(value, dict) and isinstance(value.get("text"), str):
-            value = value["text"]
-        if not isinstance(value, str):
-            raise BadRequest(f'"{field}"[{index}] is {type(value).__name__}, not a string.')
+        value = _text_value(value, f'"{field}"[{index}]')
         try:
             value.encode("utf-8")
         except UnicodeEncodeError:
@@ -219,9 +426,99 @@ def parse_texts(values, field, limits):
     return texts
 
 
-def make_handler(runner, name, limits):
-    """A request handler class bound to one model."""
-    prefix = f"/v1/models/{name}"
+def _option(value, name, limits):
+    """One search option of a request, checked; returns it as int or float."""
+    if name == "beam_size":
+        if not isinstance(value, int) or isinstance(value, bool) or not (
+                1 <= value <= limits["max_beam_size"]):
+            raise BadRequest(
+                f'"beam_size" must be an integer from 1 to {limits["max_beam_size"]}.')
+        return value
+    bounds = {"length_penalty": (0, 5), "max_length_a": (0, 10), "max_length_b": (0, 1000)}
+    low, high = bounds[name]
+    if not isinstance(value, (int, float)) or isinstance(value, bool) or not (
+            low <= value <= high):
+        raise BadRequest(f'"{name}" must be a number from {low} to {high}.')
+    return float(value)
+
+
+def _pad_columns(values, fill):
+    """Ragged rows -> a rectangular list (TF Serving's columnar outputs are tensors)."""
+    width = max((len(v) for v in values), default=0)
+    return [list(v) + [fill] * (width - len(v)) for v in values]
+
+
+_MODEL_PATH = re.compile(
+    r"^/v1/models/(?P<name>[^/:]+)"
+    r"(?:/versions/(?P<version>[^/:]+)|/labels/(?P<label>[^/:]+))?"
+    r"(?P<tail>/metadata|:[A-Za-z]+)?$")
+
+
+def make_handler(runner, name, limits, labels=None, split_sentences=True):
+    """A request handler class bound to one model.
+
+    `labels` maps version labels (TF Serving's `/labels/LABEL`) to the served
+    version; `split_sentences` is the default of the text endpoints.
+    """
+    labels = dict(labels or {})
+    metrics = runner.metrics
+
+    def resolve(match, verb):
+        """Checks the model name, version and label of a path (TF Serving's
+        answers: 404 for an unknown model or version, 400 for a label)."""
+        requested, version, label = match["name"], match["version"], match["label"]
+        if requested != name:
+            if verb == "status":
+                raise BadRequest(f"Could not find any versions of model {requested}",
+                                 HTTPStatus.NOT_FOUND)
+            raise BadRequest(f"Servable not found for request: Latest({requested})",
+                             HTTPStatus.NOT_FOUND)
+        if label is not None:
+            if label not in labels:
+                raise BadRequest(f"Unrecognized servable version label: {label}")
+            version = labels[label]
+        if version is not None and version != runner.version:
+            if verb == "status":
+                raise BadRequest(f"Could not find version {version} of model {name}",
+                                 HTTPStatus.NOT_FOUND)
+            raise BadRequest(f"Servable not found for request: Specific({name}, {version})",
+                             HTTPStatus.NOT_FOUND)
+
+    def signature(body):
+        """The request's `signature_name`, checked against the export."""
+        signature_name = body.get("signature_name") or "serving_default"
+        if signature_name not in runner.signature_defs:
+            raise BadRequest(
+                f'Serving signature name: "{signature_name}" not found in signature def; '
+                f"this model has {sorted(runner.signature_defs)}.")
+        if signature_name not in TEXT_SIGNATURES:
+            raise BadRequest(
+                f'signature "{signature_name}" takes token ids; this server runs the '
+                f"text signatures {list(TEXT_SIGNATURES)}.")
+        return signature_name
+
+    def split_option(body):
+        value = body.get("split_sentences", split_sentences)
+        if not isinstance(value, bool):
+            raise BadRequest('"split_sentences" must be true or false.')
+        return value
+
+    def translate_texts(texts, options, split):
+        """Texts -> one merged result per text; sentences batched together."""
+        language = sentence_tools.source_language(runner.model_card)
+        sentences, counts = sentence_tools.split_texts(texts, language, split)
+        try:
+            results = runner.translate(sentences, options)
+        except BadRequest as error:
+            # "sentence K" of the request's sentences -> its text and sentence.
+            row, text = failing_sentence(str(error)), 0
+            if row is None or row >= len(sentences):
+                raise
+            while row >= counts[text]:
+                row, text = row - counts[text], text + 1
+            raise BadRequest(rename_sentence(
+                str(error), f"text {text}, sentence {row}")) from None
+        return [merge_results(group) for group in sentence_tools.regroup(results, counts)]
 
     class Handler(BaseHTTPRequestHandler):
         server_version = "keras-attn-zoo"
@@ -237,32 +534,58 @@ def make_handler(runner, name, limits):
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             self.wfile.write(data)
+            started = getattr(self, "_started", None)
+            if started is not None:
+                metrics.request(self._method, status, time.monotonic() - started)
 
         def _error(self, status, message):
             self._send(status, {"error": message})
+
+        def _route(self):
+            """(match, verb) of a model path; verb is status, metadata or a method."""
+            self._started = time.monotonic()
+            self._method = "other"
+            match = _MODEL_PATH.match(self.path.split("?")[0])
+            if not match:
+                return None, None
+            tail = match["tail"] or ""
+            verb = {"": "status", "/metadata": "metadata"}.get(tail, tail[1:])
+            self._method = verb if verb in (
+                "status", "metadata", "predict", "classify", "regress", "translate") else "other"
+            return match, verb
 
         def do_GET(self):
             if self.path in ("/", "/index.html"):
                 page = STATIC_PAGE.read_text(encoding="utf-8").replace("{{MODEL_NAME}}", name)
                 return self._send(HTTPStatus.OK, page.encode("utf-8"), "text/html; charset=utf-8")
-            if self.path == prefix:
-                status = HTTPStatus.OK if runner.state == "AVAILABLE" else (
-                    HTTPStatus.SERVICE_UNAVAILABLE)
-                return self._send(status, {"model_version_status": [{
-                    "version": runner.version,
-                    "state": runner.state,
-                    "status": {"error_code": "OK" if not runner.error else "UNKNOWN",
-                               "error_message": runner.error},
-                }]})
-            if self.path == prefix + "/metadata":
+            if self.path == METRICS_PATH:
+                return self._send(HTTPStatus.OK, metrics.render(name).encode("utf-8"),
+                                  "text/plain; version=0.0.4; charset=utf-8")
+            match, verb = self._route()
+            try:
+                if verb not in ("status", "metadata"):
+                    raise BadRequest(f"Malformed request: GET {self.path}",
+                                     HTTPStatus.NOT_FOUND)
+                resolve(match, verb)
+                if verb == "status":
+                    status = HTTPStatus.OK if runner.state == "AVAILABLE" else (
+                        HTTPStatus.SERVICE_UNAVAILABLE)
+                    return self._send(status, {"model_version_status": [{
+                        "version": runner.version,
+                        "state": runner.state,
+                        "status": {"error_code": "OK" if not runner.error else "UNKNOWN",
+                                   "error_message": runner.error},
+                    }]})
                 if runner.state != "AVAILABLE":
-                    return self._error(HTTPStatus.SERVICE_UNAVAILABLE, "model is loading")
+                    raise BadRequest("model is loading", HTTPStatus.SERVICE_UNAVAILABLE)
                 return self._send(HTTPStatus.OK, {
-                    "model_spec": {"name": name, "version": runner.version},
-                    "metadata": {"signature_names": runner.signature_names,
+                    "model_spec": {"name": name, "signature_name": "",
+                                   "version": runner.version},
+                    "metadata": {"signature_def": {"signature_def": runner.signature_defs},
                                  "model_card": runner.model_card},
                 })
-            self._error(HTTPStatus.NOT_FOUND, f"no such resource: {self.path}")
+            except BadRequest as error:
+                self._error(error.status, str(error))
 
         def _read_json(self):
             length = self.headers.get("Content-Length")
@@ -297,62 +620,102 @@ def make_handler(runner, name, limits):
 
         def do_POST(self):
             try:
-                if self.path not in (prefix + ":predict", prefix + ":translate"):
+                match, verb = self._route()
+                if verb not in ("predict", "classify", "regress", "translate"):
                     raise BadRequest(f"no such method: {self.path}", HTTPStatus.NOT_FOUND)
+                resolve(match, verb)
                 body = self._read_json()
                 if runner.state != "AVAILABLE":
                     raise BadRequest(f"model is {runner.state.lower()}",
                                      HTTPStatus.SERVICE_UNAVAILABLE)
-                if self.path.endswith(":predict"):
+                if verb == "translate":
+                    return self._translate(body)
+                signature(body)
+                if verb == "predict":
                     return self._predict(body)
-                return self._translate(body)
+                # Every signature of the export is a predict signature.
+                kind = "classification" if verb == "classify" else "regression"
+                raise BadRequest(
+                    f"Expected {kind} signature method_name to be tensorflow/serving/"
+                    f"{verb}. Was: {PREDICT_METHOD}")
             except BadRequest as error:
                 self._error(error.status, str(error))
             except Exception as error:  # never take the server down
                 self._error(HTTPStatus.INTERNAL_SERVER_ERROR,
                             f"{type(error).__name__}: {error}")
 
-        def _options(self, body):
-            beam = body.get("beam_size", runner.model_card.get("beam_size", 4))
-            penalty = body.get("length_penalty", runner.model_card.get("length_penalty", 0.6))
-            if not isinstance(beam, int) or isinstance(beam, bool) or not (
-                    1 <= beam <= limits["max_beam_size"]):
-                raise BadRequest(
-                    f'"beam_size" must be an integer from 1 to {limits["max_beam_size"]}.')
-            if not isinstance(penalty, (int, float)) or isinstance(penalty, bool) or not (
-                    0 <= penalty <= 5):
-                raise BadRequest('"length_penalty" must be a number from 0 to 5.')
-            return beam, float(penalty)
+        def _translate_options(self, body):
+            options = list(runner.default_options())
+            for index, key in enumerate(("beam_size", "length_penalty")):
+                if key in body:
+                    options[index] = _option(body[key], key, limits)
+            return tuple(options)
 
         def _predict(self, body):
-            unknown = set(body) - {"instances", "inputs", "signature_name"}
+            unknown = set(body) - {"instances", "inputs", "signature_name", "split_sentences"}
             if unknown or ("instances" in body) == ("inputs" in body):
                 raise BadRequest(
                     'a predict request has exactly one of "instances" or "inputs" '
                     f"(unknown fields: {sorted(unknown)})." if unknown else
                     'a predict request has exactly one of "instances" or "inputs".')
-            field = "instances" if "instances" in body else "inputs"
-            values = body[field]
-            if field == "inputs" and isinstance(values, dict):
-                values = values.get("text")
-            texts = parse_texts(values, field, limits)
-            results = runner.translate(texts, *self._options({}))
-            if field == "instances":
+            signature_name = signature(body)
+            inputs = ("text",) + (
+                OPTION_INPUTS if signature_name == "translate_with_options" else ())
+            options = dict(zip(OPTION_INPUTS, runner.default_options()))
+            if "instances" in body:
+                values = body["instances"]
+                if not isinstance(values, list) or not values:
+                    raise BadRequest('"instances" must be a non-empty list.')
+                named = [v for v in values if isinstance(v, dict) and set(v) - {"b64"}]
+                for key in sorted({k for v in named for k in v} - {"text"}):
+                    if key not in inputs:
+                        raise BadRequest(f'unknown input "{key}"; signature '
+                                         f'"{signature_name}" takes {list(inputs)}.')
+                    if len(named) != len(values) or len(
+                            {json.dumps(v.get(key)) for v in named}) != 1:
+                        raise BadRequest(f'"{key}" is a scalar input: give every instance '
+                                         "the same value, or use the columnar format.")
+                    options[key] = _option(named[0][key], key, limits)
+                values = [v["text"] if isinstance(v, dict) and "text" in v else v
+                          for v in values]
+                texts = parse_texts(values, "instances", limits)
+            else:
+                values = body["inputs"]
+                if isinstance(values, dict):
+                    for key in sorted(set(values) - {"text"}):
+                        if key not in inputs:
+                            raise BadRequest(f'unknown input "{key}"; signature '
+                                             f'"{signature_name}" takes {list(inputs)}.')
+                        options[key] = _option(values[key], key, limits)
+                    if "text" not in values:
+                        raise BadRequest('"inputs" has no "text".')
+                    values = values["text"]
+                texts = parse_texts(values, "inputs", limits)
+            results = translate_texts(texts, tuple(options[k] for k in OPTION_INPUTS),
+                                      split_option(body))
+            if "instances" in body:
                 return self._send(HTTPStatus.OK, {"predictions": [
-                    {"translation": r["translation"], "score": r["score"]} for r in results]})
-            return self._send(HTTPStatus.OK, {"outputs": {
-                "translation": [r["translation"] for r in results],
-                "score": [r["score"] for r in results]}})
+                    {key: r[key] for key in OUTPUT_KEYS} for r in results]})
+            outputs = {key: [r[key] for r in results] for key in OUTPUT_KEYS}
+            outputs["source_pieces"] = _pad_columns(outputs["source_pieces"], "")
+            outputs["target_pieces"] = _pad_columns(outputs["target_pieces"], "")
+            rows = max((len(a) for a in outputs["alignment"]), default=0)
+            columns = max((len(p) for p in outputs["source_pieces"]), default=0)
+            outputs["alignment"] = [
+                [list(r) + [0.0] * (columns - len(r)) for r in a]
+                + [[0.0] * columns] * (rows - len(a)) for a in outputs["alignment"]]
+            return self._send(HTTPStatus.OK, {"outputs": outputs})
 
         def _translate(self, body):
-            unknown = set(body) - {"text", "beam_size", "length_penalty"}
+            unknown = set(body) - {"text", "beam_size", "length_penalty", "split_sentences"}
             if unknown:
                 raise BadRequest(f"unknown fields {sorted(unknown)}; expected "
-                                 '"text", "beam_size", "length_penalty".')
+                                 '"text", "beam_size", "length_penalty", "split_sentences".')
             if "text" not in body:
                 raise BadRequest('missing field "text" (a list of strings).')
             texts = parse_texts(body["text"], "text", limits)
-            results = runner.translate(texts, *self._options(body))
+            results = translate_texts(texts, self._translate_options(body),
+                                      split_option(body))
             return self._send(HTTPStatus.OK, {
                 "translations": [r["translation"] for r in results],
                 "scores": [r["score"] for r in results],
@@ -362,15 +725,26 @@ def make_handler(runner, name, limits):
     return Handler
 
 
-def serve(model, port=8501, host="127.0.0.1", name=None, ready_callback=None, **limits):
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    # The default listen backlog of 5 drops connections of a burst of clients;
+    # their SYN is retried after a second, which showed as a 1 s p99.
+    request_queue_size = 128
+
+
+def serve(model, port=8501, host="127.0.0.1", name=None, ready_callback=None,
+          labels=None, split_sentences=True, batch_timeout_ms=5.0,
+          batch_max_sentences=64, **limits):
     """Runs the server until SIGTERM / SIGINT; returns 0."""
     limits = {**DEFAULT_LIMITS, **{k: v for k, v in limits.items() if v is not None}}
     model_path = pathlib.Path(model)
     base = model_path.parent if (model_path / "saved_model.pb").exists() else model_path
     name = name or base.name
-    runner = ModelRunner(model_path, max_batch_size=limits["max_batch_size"])
-    server = ThreadingHTTPServer((host, port), make_handler(runner, name, limits))
-    server.daemon_threads = True
+    runner = ModelRunner(model_path, batch_timeout_seconds=batch_timeout_ms / 1000,
+                         batch_max_sentences=batch_max_sentences)
+    labels = {label: runner.version for label in (labels or ())}
+    server = _Server((host, port), make_handler(
+        runner, name, limits, labels=labels, split_sentences=split_sentences))
 
     def stop(signum, frame):
         threading.Thread(target=server.shutdown, daemon=True).start()

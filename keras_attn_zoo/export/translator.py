@@ -49,6 +49,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 
 import tensorflow as tf
 
@@ -83,12 +84,43 @@ def _proto_bytes(tokenizer):
     return bytes(proto)
 
 
+def model_error_message(error):
+    """The export's own message in a graph error (e.g. "Input too long: sentence 0
+    has 1501 tokens ..."), not TensorFlow's first line ("Graph execution error:")."""
+    text = error.message if isinstance(error, tf.errors.OpError) else str(error)
+    for line in (text or "").splitlines():
+        line = line.strip()
+        # An Assert's message is its data: "assertion failed: [message]".
+        match = re.search(r"\[(Input too long:.*?|source_ids must be.*?)\]", line)
+        if match:
+            return match.group(1)
+    lines = [line.strip() for line in (text or "").splitlines() if line.strip()]
+    meaningful = [line for line in lines if not line.startswith(
+        ("Graph execution error", "Detected at node", "File ", "["))]
+    return (meaningful or lines or [type(error).__name__])[0]
+
+
 def default_max_input_length(model, limit=DEFAULT_MAX_INPUT_LENGTH):
     """``limit``, or the model's ``max_length`` when that is smaller."""
     model_limit = getattr(model, "zoo_config", {}).get("max_length")
     if model_limit is not None:
         return min(int(limit), int(model_limit))
     return int(limit)
+
+
+_SENTENCE = re.compile(r"sentence (\d+)(?= has)")
+
+
+def failing_sentence(message):
+    """The row K a model message names ("sentence K has N tokens"), or None."""
+    match = _SENTENCE.search(message)
+    return int(match.group(1)) if match else None
+
+
+def rename_sentence(message, name):
+    """``message`` with its "sentence K" replaced by ``name`` (e.g. the caller's
+    own numbering: a batch row is not what the caller sent)."""
+    return _SENTENCE.sub(name, message, count=1)
 
 
 class Translator(tf.Module):
@@ -377,8 +409,17 @@ class Translator(tf.Module):
         scores = [0.0] * len(encoded)
         for start in range(0, len(order), batch_size):
             chunk = order[start:start + batch_size]
-            result = self.translate_with_options(
-                tf.constant([encoded[i] for i in chunk], tf.string), *options)
+            try:
+                result = self.translate_with_options(
+                    tf.constant([encoded[i] for i in chunk], tf.string), *options)
+            except tf.errors.InvalidArgumentError as error:
+                # Say why, naming the caller's sentence, not the chunk's row.
+                message = model_error_message(error)
+                row = failing_sentence(message)
+                if row is not None and row < len(chunk):
+                    message = rename_sentence(message, f"sentence {chunk[row]}")
+                raise tf.errors.InvalidArgumentError(
+                    error.node_def, error.op, message) from None
             for i, text, score in zip(chunk, result["translation"].numpy(),
                                       result["score"].numpy()):
                 translations[i] = text.decode("utf-8", errors="replace")
