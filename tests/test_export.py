@@ -100,7 +100,8 @@ def test_layout_and_model_card(exported):
     assert card["special_ids"] == {"pad": 0, "unk": 1, "bos": 2, "eos": 3}
     assert card["max_input_length"] == 1024
     assert set(card["signature_names"]) == {
-        "serving_default", "translate", "translate_with_options", "translate_ids"}
+        "serving_default", "translate", "translate_with_options", "translate_n_best",
+        "sample", "score", "translate_ids"}
     assert not [p for p in base.iterdir() if p.name.startswith(".")]
 
 
@@ -109,7 +110,8 @@ def test_fresh_process_reload_matches_python(exported, fresh_report):
     report = fresh_report
     assert not report["zoo_imported"]
     assert report["signatures"] == sorted(
-        ["serving_default", "translate", "translate_with_options", "translate_ids"])
+        ["serving_default", "translate", "translate_with_options", "translate_n_best",
+         "sample", "score", "translate_ids"])
     texts = SENTENCES + ["", " "]
     python_out = translator.translate(tf.constant(texts))
     python_text = [t.decode() for t in python_out["translation"].numpy()]
@@ -285,3 +287,80 @@ def test_versions_increment_and_failed_export_leaves_nothing(exported):
     with pytest.raises(FileExistsError):
         export_saved_model(translator, None, base, version=2)
     assert sorted(p.name for p in base.iterdir()) == ["1", "2"]
+
+
+# ---- n-best, n-gram blocking, sampling and scoring signatures ------------------------
+
+
+@pytest.fixture(scope="module")
+def signatures(exported):
+    _, _, version_dir = exported
+    return tf.saved_model.load(str(version_dir)).signatures
+
+
+def _options(beam=4, alpha=0.6):
+    return dict(beam_size=tf.constant(beam), length_penalty=tf.constant(alpha),
+                max_length_a=tf.constant(2.0), max_length_b=tf.constant(10.0))
+
+
+def _n_best(signatures, texts, n, ngram=0, **options):
+    return signatures["translate_n_best"](
+        text=tf.constant(texts), num_hypotheses=tf.constant(n),
+        no_repeat_ngram_size=tf.constant(ngram), **_options(**options))
+
+
+def test_one_best_is_byte_identical_to_translate_with_options(signatures):
+    plain = signatures["translate_with_options"](text=tf.constant(SENTENCES), **_options())
+    one = _n_best(signatures, SENTENCES, 1)
+    for key in ("translation", "target_pieces", "length"):
+        np.testing.assert_array_equal(one[key].numpy(), plain[key].numpy())
+    np.testing.assert_allclose(one["score"].numpy(), plain["score"].numpy(), atol=1e-5)
+    np.testing.assert_array_equal(one["hypotheses"].numpy()[:, 0], plain["translation"].numpy())
+
+
+def test_n_best_lists_distinct_hypotheses_best_first(signatures):
+    out = _n_best(signatures, SENTENCES + [""], 3)
+    hypotheses, scores = out["hypotheses"].numpy(), out["hypothesis_scores"].numpy()
+    assert hypotheses.shape == scores.shape == (len(SENTENCES) + 1, 3)
+    for row in range(len(SENTENCES)):
+        assert list(scores[row]) == sorted(scores[row], reverse=True)
+        assert len(set(hypotheses[row])) == 3
+    assert list(hypotheses[-1]) == [b"", b"", b""]  # an empty input stays empty
+    with pytest.raises(tf.errors.InvalidArgumentError, match="num_return"):
+        _n_best(signatures, SENTENCES, 5)  # more hypotheses than beams
+
+
+def test_ngram_blocking_in_the_export(signatures):
+    out = _n_best(signatures, SENTENCES, 1, ngram=1)
+    for pieces, length in zip(out["target_pieces"].numpy(), out["length"].numpy()):
+        assert len(set(pieces[:length])) == length  # no piece twice
+
+
+def test_sampling_is_reproducible_and_top_1_is_greedy(signatures):
+    def sample(seed, top_k=0, temperature=1.0):
+        return signatures["sample"](
+            text=tf.constant(SENTENCES), temperature=tf.constant(temperature),
+            top_k=tf.constant(top_k), top_p=tf.constant(1.0), seed=tf.constant(seed),
+            max_length_a=tf.constant(2.0), max_length_b=tf.constant(10.0))
+
+    first, again = sample(11), sample(11)
+    np.testing.assert_array_equal(first["translation"].numpy(), again["translation"].numpy())
+    greedy = signatures["translate_with_options"](text=tf.constant(SENTENCES),
+                                                  **_options(beam=1, alpha=0.0))
+    np.testing.assert_array_equal(sample(3, top_k=1)["translation"].numpy(),
+                                  greedy["translation"].numpy())
+
+
+def test_score_of_a_translation_is_the_score_the_search_reported(signatures):
+    out = signatures["translate_with_options"](text=tf.constant(SENTENCES),
+                                               **_options(alpha=0.0))
+    scored = signatures["score"](text=tf.constant(SENTENCES), target=out["translation"])
+    checked = 0
+    for row in range(len(SENTENCES)):
+        # Detokenizing then tokenizing can give other pieces; compare the rows
+        # where the scored pieces are the searched ones.
+        if list(scored["target_pieces"].numpy()[row]) == list(out["target_pieces"].numpy()[row]):
+            assert scored["log_prob"].numpy()[row] == pytest.approx(
+                out["score"].numpy()[row], abs=1e-4)
+            checked += 1
+    assert checked >= len(SENTENCES) // 2

@@ -129,7 +129,8 @@ def test_metadata_lists_each_signature_with_inputs_and_outputs(server):
     assert body["model_spec"]["name"] == server["name"]
     assert body["model_spec"]["version"] == "1"
     signatures = body["metadata"]["signature_def"]["signature_def"]
-    assert sorted(signatures) == ["serving_default", "translate", "translate_ids",
+    assert sorted(signatures) == ["sample", "score", "serving_default", "translate",
+                                  "translate_ids", "translate_n_best",
                                   "translate_with_options"]
     default = signatures["serving_default"]
     assert default["method_name"] == "tensorflow/serving/predict"

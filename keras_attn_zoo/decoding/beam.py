@@ -59,7 +59,8 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             a fixed number of decoder positions (``model.max_decode_length``
             or ``model.zoo_config["max_length"]``) the limit is capped at that
             number minus one (see ``common.max_target_lengths``).
-        num_return: Python int N <= K, hypotheses returned per sentence.
+        num_return: N <= K, hypotheses returned per sentence: a Python int or
+            a scalar int32 tensor (an exported signature's call-time input).
         logits_processor: optional ``fn(log_probs, step, tokens_so_far, state)
             -> log_probs``. ``log_probs`` float32 ``[B*K, V]`` are the
             log-softmax of this step's logits (row ``b * K + k`` is beam k of
@@ -89,15 +90,19 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
           ``"attention"``: row t is the attention of the step that produced
           ``ids[..., t]``.
     """
-    if isinstance(beam_size, int) and num_return > beam_size:
+    if isinstance(beam_size, int) and isinstance(num_return, int) and num_return > beam_size:
         raise ValueError(f"num_return={num_return} exceeds beam_size={beam_size}")
+    num_return = tf.convert_to_tensor(num_return, tf.int32)
     logits_processor = with_ngram_blocking(logits_processor, no_repeat_ngram_size)
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     beam = tf.convert_to_tensor(beam_size, tf.int32)
     alpha = tf.convert_to_tensor(length_penalty, tf.float32)
-    checks = [tf.debugging.assert_greater_equal(
-        beam, tf.constant(max(num_return, 1), tf.int32),
-        message="beam_size must be >= num_return and >= 1")]
+    checks = [
+        tf.debugging.assert_greater_equal(
+            beam, tf.maximum(num_return, 1),
+            message="beam_size must be >= num_return and >= 1"),
+        tf.debugging.assert_positive(num_return, message="num_return must be >= 1"),
+    ]
     with tf.control_dependencies(checks):
         beam = tf.identity(beam)
 

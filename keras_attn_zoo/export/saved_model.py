@@ -39,8 +39,10 @@ from keras_attn_zoo.export.translator import REPLACEMENT_CHARACTER
 from keras_attn_zoo.export.translator import UNICODE_ERRORS
 from keras_attn_zoo.export.translator import Translator
 
+# Every signature an export can have; "score" only for models whose outputs
+# are plain SentencePiece pieces (see `Translator.can_score`).
 SIGNATURE_NAMES = ("serving_default", "translate", "translate_with_options",
-                   "translate_ids")
+                   "translate_n_best", "sample", "translate_ids", "score")
 VOCABULARY_FILE = "assets/vocab.model"
 MODEL_CARD_FILE = "model_card.json"
 _TEMPORARY_PREFIX = ".tmp-"
@@ -94,6 +96,29 @@ def _signature_card():
                        "max_length_b": "float32[]"},
             "outputs": "as translate",
         },
+        "translate_n_best": {
+            "inputs": {"text": "string[B]", "beam_size": "int32[]",
+                       "length_penalty": "float32[]", "max_length_a": "float32[]",
+                       "max_length_b": "float32[]",
+                       "num_hypotheses": "int32[] N, 1 <= N <= beam_size",
+                       "no_repeat_ngram_size": "int32[] n > 0 bans repeated n-grams, 0 off"},
+            "outputs": "as translate (best hypothesis) + hypotheses string[B,N], "
+                       "hypothesis_scores float32[B,N], hypothesis_lengths int32[B,N]",
+        },
+        "sample": {
+            "inputs": {"text": "string[B]", "temperature": "float32[] > 0",
+                       "top_k": "int32[] (0: all)", "top_p": "float32[] in (0, 1]",
+                       "seed": "int32[]", "max_length_a": "float32[]",
+                       "max_length_b": "float32[]"},
+            "outputs": "as translate; score = sum of untempered log-probs",
+        },
+        "score": {
+            "inputs": {"text": "string[B] source", "target": "string[B] translation"},
+            "outputs": {"log_prob": "float32[B] sum over pieces and EOS",
+                        "token_log_probs": "float32[B,T+1]", "length": "int32[B]",
+                        "target_pieces": "string[B,T]"},
+            "only": "models whose outputs are plain pieces (not the eager translator)",
+        },
         "translate_ids": {
             "inputs": {"source_ids": "int32[B,S] pieces then EOS, 0-padded",
                        "beam_size": "int32[]", "length_penalty": "float32[]",
@@ -126,7 +151,7 @@ def build_model_card(translator, *, name, version, model_card=None):
         "direction": None,
         "bleu": None,
         "signatures": _signature_card(),
-        "signature_names": list(SIGNATURE_NAMES),
+        "signature_names": sorted(translator.signatures()),
         "defaults": {
             "beam_size": translator.beam_size,
             "length_penalty": translator.length_penalty,

@@ -55,6 +55,8 @@ import tensorflow as tf
 
 from keras_attn_zoo.decoding import beam_search
 from keras_attn_zoo.decoding import common
+from keras_attn_zoo.decoding import sample_search
+from keras_attn_zoo.decoding import score_targets
 
 PAD_ID = common.PAD_ID
 EOS_ID = common.EOS_ID
@@ -204,12 +206,15 @@ class Translator(tf.Module):
 
     # ---- search on ids (core TensorFlow ops only) ---------------------------------
 
-    def _search_ids(self, source_ids, beam_size, length_penalty, max_length_a,
-                    max_length_b):
-        """Beam search on ids; rows without any token give an empty result."""
+    def _checked_source(self, source_ids):
+        """Validates ``source_ids`` and drops their all-padding columns.
+
+        Returns ``(source_ids [B, W], rows, expand)``: ``rows`` are the non-empty
+        rows (the only ones sent to the model) and ``expand(values)`` maps values
+        of those rows back to the full batch, empty rows getting zeros.
+        """
         source_ids = tf.convert_to_tensor(source_ids, tf.int32)
         batch_size = tf.shape(source_ids)[0]
-        # Drop the padding columns that are zero in every row.
         is_token = tf.not_equal(source_ids, PAD_ID)
         positions = tf.range(1, tf.shape(source_ids)[1] + 1)[tf.newaxis, :]
         row_widths = tf.reduce_max(
@@ -236,12 +241,6 @@ class Translator(tf.Module):
 
         non_empty = tf.reduce_any(tf.not_equal(source_ids, PAD_ID), axis=1)
         rows = tf.cast(tf.where(non_empty)[:, 0], tf.int32)
-        # The search caps the output of fixed-length models at their positions.
-        result = beam_search(
-            self.model, tf.gather(source_ids, rows), beam_size=beam_size,
-            length_penalty=length_penalty, max_length_a=max_length_a,
-            max_length_b=max_length_b, num_return=1,
-            logits_processor=getattr(self.model, "logits_processor", None))
         # Back to the full batch: row i takes subset row `slot[i]`, empty rows the
         # appended zero row (a gather: scatter_nd rejects empty output shapes).
         slot = tf.where(non_empty,
@@ -252,22 +251,57 @@ class Translator(tf.Module):
                                 values.dtype)
             return tf.gather(tf.concat([values, zero_row], axis=0), slot)
 
-        ids = result["ids"][:, 0]
-        lengths = result["lengths"][:, 0]
+        return source_ids, rows, expand
+
+    def _beam(self, beam_size, length_penalty, max_length_a, max_length_b,
+              num_hypotheses=1, no_repeat_ngram_size=0):
+        """The export's beam search as ``search(source_ids) -> result``."""
+        def search(source_ids):
+            # The search caps the output of fixed-length models at their positions.
+            return beam_search(
+                self.model, source_ids, beam_size=beam_size,
+                length_penalty=length_penalty, max_length_a=max_length_a,
+                max_length_b=max_length_b, num_return=num_hypotheses,
+                no_repeat_ngram_size=no_repeat_ngram_size,
+                logits_processor=getattr(self.model, "logits_processor", None))
+        return search
+
+    def _search_ids(self, source_ids, search):
+        """``search`` on the non-empty rows; empty rows give an empty result.
+
+        Returns ``ids`` int32 [B, N, T], ``lengths`` int32 [B, N], ``scores``
+        float32 [B, N] and ``alignment`` float32 [B, N, T, S], N hypotheses per
+        sentence, after the model's ``clean_output`` hook.
+        """
+        source_ids, rows, expand = self._checked_source(source_ids)
+        result = search(tf.gather(source_ids, rows))
+        shape = tf.shape(result["ids"])  # [R, N, T]
+        flat = shape[0] * shape[1]
+        ids = tf.reshape(result["ids"], [flat, shape[2]])
+        lengths = tf.reshape(result["lengths"], [flat])
         if "alignment" in result:
-            alignment = result["alignment"][:, 0]
+            alignment = tf.reshape(result["alignment"],
+                                   [flat, shape[2], tf.shape(source_ids)[1]])
         else:  # models without an attention state still give the output
-            alignment = tf.zeros([tf.size(rows), tf.shape(ids)[1], width], tf.float32)
+            alignment = tf.zeros([flat, shape[2], tf.shape(source_ids)[1]], tf.float32)
         clean_output = getattr(self.model, "clean_output", None)
         if clean_output is not None:  # model-specific tokens out (see the hooks)
             ids, lengths, alignment = clean_output(ids, lengths, alignment)
-        output = {
-            "ids": expand(ids),
-            "lengths": expand(lengths),
-            "scores": expand(result["scores"][:, 0]),
-            "alignment": expand(alignment),
+
+        def by_sentence(values):
+            return tf.reshape(values, tf.concat([shape[:2], tf.shape(values)[1:]], 0))
+
+        return {
+            "ids": expand(by_sentence(ids)),
+            "lengths": expand(by_sentence(lengths)),
+            "scores": expand(result["scores"]),
+            "alignment": expand(by_sentence(alignment)),
         }
-        return output
+
+    @staticmethod
+    def _best(result):
+        """The first hypothesis of each sentence of a ``_search_ids`` result."""
+        return {key: value[:, 0] for key, value in result.items()}
 
     # autograph=False: every loop and branch is an explicit tf.while_loop / tf.cond.
     @tf.function(autograph=False, input_signature=[
@@ -289,8 +323,8 @@ class Translator(tf.Module):
             ``scores`` float32 [B], ``alignment`` float32 [B, T, S'] where S' is S
             without the all-padding columns.
         """
-        return self._search_ids(source_ids, beam_size, length_penalty, max_length_a,
-                                max_length_b)
+        return self._best(self._search_ids(source_ids, self._beam(
+            beam_size, length_penalty, max_length_a, max_length_b)))
 
     # ---- text ----------------------------------------------------------------------
 
@@ -331,19 +365,19 @@ class Translator(tf.Module):
         ragged = tf.RaggedTensor.from_tensor(ids, lengths=lengths)
         return sentencepiece.id_to_string(ragged).to_tensor(default_value="")
 
-    def _translate_text(self, text, beam_size, length_penalty, max_length_a,
-                        max_length_b):
+    def _translate_text(self, text, search, n_best=False):
+        """Text in; the best hypothesis' outputs (and with ``n_best`` all N)."""
         sentencepiece = self._sentencepiece()
         source_ids = self._source_ids(text, sentencepiece)
-        result = self._search_ids(source_ids, beam_size, length_penalty, max_length_a,
-                                  max_length_b)
+        all_hypotheses = self._search_ids(source_ids, search)
+        result = self._best(all_hypotheses)
         ragged = tf.RaggedTensor.from_tensor(result["ids"], lengths=result["lengths"])
         translation = sentencepiece.detokenize(ragged)
         source_width = tf.shape(result["alignment"])[2]
         source_ids = source_ids[:, :source_width]
         source_lengths = tf.reduce_sum(
             tf.cast(tf.not_equal(source_ids, PAD_ID), tf.int32), axis=1)
-        return {
+        outputs = {
             "translation": translation,
             "score": result["scores"],
             "alignment": result["alignment"],
@@ -352,6 +386,16 @@ class Translator(tf.Module):
             "target_pieces": self._pieces(sentencepiece, result["ids"],
                                           result["lengths"]),
         }
+        if n_best:
+            shape = tf.shape(all_hypotheses["ids"])
+            flat_ids = tf.reshape(all_hypotheses["ids"], [shape[0] * shape[1], shape[2]])
+            flat_lengths = tf.reshape(all_hypotheses["lengths"], [-1])
+            texts = sentencepiece.detokenize(
+                tf.RaggedTensor.from_tensor(flat_ids, lengths=flat_lengths))
+            outputs["hypotheses"] = tf.reshape(texts, shape[:2])
+            outputs["hypothesis_scores"] = all_hypotheses["scores"]
+            outputs["hypothesis_lengths"] = all_hypotheses["lengths"]
+        return outputs
 
     @tf.function(autograph=False, input_signature=[_TEXT])
     def translate(self, text):
@@ -361,17 +405,99 @@ class Translator(tf.Module):
         float32[B, T, S], ``length`` int32[B], ``source_pieces`` string[B, S] and
         ``target_pieces`` string[B, T].
         """
-        return self._translate_text(
-            text, tf.constant(self.beam_size), tf.constant(self.length_penalty),
-            tf.constant(self.max_length_a), tf.constant(self.max_length_b))
+        return self._translate_text(text, self._beam(
+            tf.constant(self.beam_size), tf.constant(self.length_penalty),
+            tf.constant(self.max_length_a), tf.constant(self.max_length_b)))
 
     @tf.function(autograph=False, input_signature=[
         _TEXT, _SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT])
     def translate_with_options(self, text, beam_size, length_penalty, max_length_a,
                                max_length_b):
         """``translate`` with beam size, length penalty and output limit as inputs."""
-        return self._translate_text(text, beam_size, length_penalty, max_length_a,
-                                    max_length_b)
+        return self._translate_text(text, self._beam(
+            beam_size, length_penalty, max_length_a, max_length_b))
+
+    @tf.function(autograph=False, input_signature=[
+        _TEXT, _SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT,
+        tf.TensorSpec([], tf.int32, name="num_hypotheses"),
+        tf.TensorSpec([], tf.int32, name="no_repeat_ngram_size")])
+    def translate_n_best(self, text, beam_size, length_penalty, max_length_a,
+                         max_length_b, num_hypotheses, no_repeat_ngram_size):
+        """``translate_with_options`` plus the N best hypotheses and n-gram blocking.
+
+        ``num_hypotheses`` N (1 <= N <= beam_size) is a call-time input, so one
+        export serves any N; ``no_repeat_ngram_size`` n > 0 bans repeating an
+        n-gram (0 = off). Adds ``hypotheses`` string[B, N], ``hypothesis_scores``
+        float32[B, N] (best first; -1e9 marks a slot the search could not fill)
+        and ``hypothesis_lengths`` int32[B, N]; ``translation`` and the other
+        outputs are those of the best hypothesis.
+        """
+        return self._translate_text(text, self._beam(
+            beam_size, length_penalty, max_length_a, max_length_b, num_hypotheses,
+            no_repeat_ngram_size), n_best=True)
+
+    @tf.function(autograph=False, input_signature=[
+        _TEXT, tf.TensorSpec([], tf.float32, name="temperature"),
+        tf.TensorSpec([], tf.int32, name="top_k"),
+        tf.TensorSpec([], tf.float32, name="top_p"),
+        tf.TensorSpec([], tf.int32, name="seed"), _SCALAR_FLOAT, _SCALAR_FLOAT])
+    def sample(self, text, temperature, top_k, top_p, seed, max_length_a, max_length_b):
+        """One translation drawn from the model (back-translation, diverse output).
+
+        Each token is drawn from the distribution divided by ``temperature`` and
+        cut to the ``top_k`` (0: all) most probable tokens and the ``top_p``
+        nucleus (1.0: all); the same ``seed`` and input give the same output.
+        Returns the outputs of ``translate``; ``score`` is the sum of the
+        untempered log-probs (no length penalty).
+        """
+        def search(source_ids):
+            return sample_search(
+                self.model, source_ids, temperature=temperature, top_k=top_k,
+                top_p=top_p, seed=seed, max_length_a=max_length_a,
+                max_length_b=max_length_b,
+                logits_processor=getattr(self.model, "logits_processor", None))
+
+        return self._translate_text(text, search)
+
+    @tf.function(autograph=False, input_signature=[
+        _TEXT, tf.TensorSpec([None], tf.string, name="target")])
+    def score(self, text, target):
+        """Forced decoding: the model's log-probabilities of ``target`` given ``text``.
+
+        Both are tokenized by the export's vocabulary; each target is scored
+        piece by piece and then its EOS, through the search's own step and
+        log-prob rules, so a translation's score equals what the search reported
+        (before its length penalty). Returns ``log_prob`` float32[B] (the sum),
+        ``token_log_probs`` float32[B, T + 1] (0-padded), ``length`` int32[B]
+        (target pieces) and ``target_pieces`` string[B, T]. An empty source or
+        target scores 0.
+        """
+        sentencepiece = self._sentencepiece()
+        source_ids, rows, expand = self._checked_source(
+            self._source_ids(text, sentencepiece))
+        target = tf.strings.unicode_transcode(
+            target, input_encoding="UTF-8", output_encoding="UTF-8",
+            errors=UNICODE_ERRORS, replacement_char=REPLACEMENT_CHARACTER)
+        target_ids = sentencepiece.tokenize(target).to_tensor(default_value=PAD_ID)
+        limit = common.model_max_decode_length(self.model)
+        if limit is not None:  # the decoder has no position for a longer target
+            too_long = tf.strings.format(
+                "Target too long: {} pieces + EOS, but this model has {} decoder "
+                "positions.", (tf.shape(target_ids)[1], limit))
+            with tf.control_dependencies([tf.debugging.Assert(
+                    tf.shape(target_ids)[1] < limit, [too_long])]):
+                target_ids = tf.identity(target_ids)
+        scored = score_targets(self.model, tf.gather(source_ids, rows),
+                               tf.gather(target_ids, rows),
+                               logits_processor=getattr(self.model, "logits_processor",
+                                                        None))
+        lengths = common.source_lengths(target_ids)
+        return {
+            "log_prob": expand(scored["total"]),
+            "token_log_probs": expand(scored["token_log_probs"]),
+            "length": lengths,
+            "target_pieces": self._pieces(sentencepiece, target_ids, lengths),
+        }
 
     # ---- plain Python ----------------------------------------------------------------
 
@@ -435,6 +561,15 @@ class Translator(tf.Module):
             "serving_default": translate,
             "translate": translate,
             "translate_with_options": self.translate_with_options.get_concrete_function(),
+            "translate_n_best": self.translate_n_best.get_concrete_function(),
+            "sample": self.sample.get_concrete_function(),
             "translate_ids": self.translate_ids.get_concrete_function(),
+            **({"score": self.score.get_concrete_function()} if self.can_score else {}),
         }
+
+    @property
+    def can_score(self):
+        """Forced decoding of plain text needs a model whose outputs are plain
+        pieces (the eager model's start and ε tokens are not in a reference)."""
+        return not int(getattr(self.model, "extra_token_count", 0) or 0)
 
