@@ -132,3 +132,14 @@ def test_matmul_rate_counts_every_product_and_stays_below_the_hardware_peak():
     peak = common.hardware_peak_gflops("float32")["gflops"]
     if peak is not None:
         assert max(short, long) < 1.6 * peak, (short, long, peak)
+
+
+def test_ct2_speed_smoke(tmp_path):
+    _, results = run_smoke("ct2_speed.py", tmp_path)
+    engines = {row["engine"]: row for row in results["engines"]}
+    assert set(engines) == {"savedmodel", "ct2-float32", "ct2-int8"}
+    assert all(row["sentences_per_second"] > 0 and row["bleu"] >= 0
+               for row in engines.values())
+    assert engines["savedmodel"]["same_as_savedmodel"] == 1.0
+    assert results["matmul_rate"]["gflops"] > 0
+    assert set(results["goal"]) == {"fastest_at_equal_bleu", "speedup", "bleu_delta", "met"}

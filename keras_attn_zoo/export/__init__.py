@@ -1,10 +1,14 @@
 """Export and serving: `Translator` (text -> translation in one TF graph) and the
-TF Serving SavedModel layout written by `export_saved_model`.
+TF Serving SavedModel layout written by `export_saved_model`; `export_ctranslate2`
+and `CTranslate2Translator` for fast CPU inference (`ctranslate2_export.py`).
 
 See `translator.py` for the signatures and input rules and `saved_model.py` for the
 directory layout, versioning and the model card.
 """
 
+from keras_attn_zoo.export.ctranslate2_export import CTranslate2Translator
+from keras_attn_zoo.export.ctranslate2_export import export_ctranslate2
+from keras_attn_zoo.export.ctranslate2_export import export_ctranslate2_from_run
 from keras_attn_zoo.export.saved_model import MODEL_CARD_FILE
 from keras_attn_zoo.export.saved_model import SIGNATURE_NAMES
 from keras_attn_zoo.export.saved_model import VOCABULARY_FILE
@@ -20,9 +24,12 @@ __all__ = [
     "MODEL_CARD_FILE",
     "SIGNATURE_NAMES",
     "VOCABULARY_FILE",
+    "CTranslate2Translator",
     "Translator",
     "build_model_card",
     "existing_versions",
+    "export_ctranslate2",
+    "export_ctranslate2_from_run",
     "export_saved_model",
     "latest_version",
 ]
