@@ -80,35 +80,38 @@ def load_model_card(model_dir: pathlib.Path) -> dict:
     return {}
 
 
-def translate_lines(signature, lines, *, beam_size, length_penalty, max_length_a,
-                    max_length_b, batch_size=32, progress=None, split_sentences=False,
-                    language="en"):
-    """Translates ``lines`` with a ``translate_with_options`` signature, in input order.
+def translate_lines(signature, lines, *, inputs, batch_size=32, progress=None,
+                    split_sentences=False, language="en", n_best=False):
+    """Translates ``lines`` with an exported text signature, in input order.
+
+    Args:
+        signature: ``translate_with_options``, ``translate_n_best`` or ``sample``.
+        inputs: the signature's inputs beyond ``text`` (tensors).
+        n_best: read ``hypotheses`` / ``hypothesis_scores`` (``translate_n_best``).
 
     With ``split_sentences`` each line is split into sentences, the sentences are
-    translated and joined again, so a paragraph keeps all its sentences.
-    Sentences are sorted by length so each batch holds similar lengths.
+    translated and joined again, so a paragraph keeps all its sentences (with
+    ``n_best``, hypothesis k of a line joins hypothesis k of each of its
+    sentences, and its score is their sum). Sentences are sorted by length so
+    each batch holds similar lengths.
+
+    Returns:
+        One string per line; with ``n_best`` one list of ``(text, score)`` per line.
     """
     import tensorflow as tf
 
     from keras_attn_zoo.export import sentences as sentence_tools
     from keras_attn_zoo.export.translator import model_error_message
 
-    options = dict(
-        beam_size=tf.constant(beam_size, tf.int32),
-        length_penalty=tf.constant(length_penalty, tf.float32),
-        max_length_a=tf.constant(max_length_a, tf.float32),
-        max_length_b=tf.constant(max_length_b, tf.float32),
-    )
     sentences, counts = sentence_tools.split_texts(lines, language, split_sentences)
     line_of = [line for line, count in enumerate(counts) for _ in range(count)]
     order = sorted(range(len(sentences)), key=lambda i: len(sentences[i]))
-    translations = [""] * len(sentences)
+    results = [None] * len(sentences)
     for start in range(0, len(order), batch_size):
         chunk = order[start:start + batch_size]
         text = tf.constant([sentences[i].encode("utf-8") for i in chunk], tf.string)
         try:
-            result = signature(text=text, **options)
+            result = signature(text=text, **inputs)
         except tf.errors.InvalidArgumentError as error:
             message = model_error_message(error)
             if "Input too long" in message:
@@ -116,16 +119,20 @@ def translate_lines(signature, lines, *, beam_size, length_penalty, max_length_a
                 raise InputError(_name_long_line(message, [line_of[i] for i in chunk])
                                  ) from None
             raise
-        for i, translated in zip(chunk, result["translation"].numpy()):
-            # One output line per input line, whatever the model emits.
-            text_out = translated.decode("utf-8", errors="replace")
-            translations[i] = " ".join(text_out.splitlines())
+        if n_best:
+            texts, scores = result["hypotheses"].numpy(), result["hypothesis_scores"].numpy()
+        else:
+            texts, scores = result["translation"].numpy()[:, None], result["score"].numpy()[:, None]
+        for i, row_texts, row_scores in zip(chunk, texts, scores):
+            # One output line per hypothesis, whatever the model emits.
+            results[i] = [(" ".join(t.decode("utf-8", errors="replace").splitlines()),
+                           float(score)) for t, score in zip(row_texts, row_scores)]
         if progress is not None:
             progress.update(len(chunk))
-    if not split_sentences:
-        return translations
-    return [sentence_tools.join_translations(group)
-            for group in sentence_tools.regroup(translations, counts)]
+    per_line = [[(sentence_tools.join_translations([h[k][0] for h in group]),
+                  sum(h[k][1] for h in group)) for k in range(len(group[0]))]
+                for group in sentence_tools.regroup(results, counts)]
+    return per_line if n_best else [hypotheses[0][0] for hypotheses in per_line]
 
 
 def _name_long_line(message, chunk_lines):
@@ -143,11 +150,9 @@ def _name_long_line(message, chunk_lines):
 
 
 def _translate_command(args) -> int:
-    if args.batch_size < 1:
-        print("error: --batch-size must be >= 1", file=sys.stderr)
-        return EXIT_USAGE
-    if args.beam < 1:
-        print("error: --beam must be >= 1", file=sys.stderr)
+    problem = _check_translate_options(args)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
     try:
         model_dir = resolve_model_dir(args.model)
@@ -173,7 +178,33 @@ def _translate_command(args) -> int:
     card = load_model_card(model_dir)
     defaults = card.get("defaults", {})
     loaded = tf.saved_model.load(str(model_dir))
-    signature = loaded.signatures["translate_with_options"]
+    limits = dict(
+        max_length_a=tf.constant(args.max_length_a if args.max_length_a is not None
+                                 else defaults.get("max_length_a", 2.0), tf.float32),
+        max_length_b=tf.constant(args.max_length_b if args.max_length_b is not None
+                                 else defaults.get("max_length_b", 10), tf.float32))
+    sampling = _sampling_options(args)
+    n_best = args.n_best is not None
+    if sampling is not None:
+        name, inputs = "sample", dict(
+            temperature=tf.constant(sampling["temperature"], tf.float32),
+            top_k=tf.constant(sampling["top_k"], tf.int32),
+            top_p=tf.constant(sampling["top_p"], tf.float32),
+            seed=tf.constant(args.seed, tf.int32), **limits)
+    else:
+        name = "translate_n_best" if n_best or args.no_repeat_ngram_size else \
+            "translate_with_options"
+        inputs = dict(beam_size=tf.constant(args.beam, tf.int32),
+                      length_penalty=tf.constant(args.length_penalty, tf.float32),
+                      **limits)
+        if name == "translate_n_best":
+            inputs.update(num_hypotheses=tf.constant(args.n_best or 1, tf.int32),
+                          no_repeat_ngram_size=tf.constant(args.no_repeat_ngram_size,
+                                                           tf.int32))
+    if name not in loaded.signatures:
+        print(f"error: {model_dir} has no {name!r} signature (exported before it "
+              "existed); export the model again.", file=sys.stderr)
+        return EXIT_USAGE
     progress = None
     if args.input not in (None, "-") and not args.no_progress:
         from tqdm import tqdm
@@ -182,30 +213,108 @@ def _translate_command(args) -> int:
                         desc="translate")
     try:
         translations = translate_lines(
-            signature, lines, beam_size=args.beam,
-            length_penalty=args.length_penalty,
-            max_length_a=(args.max_length_a if args.max_length_a is not None
-                          else defaults.get("max_length_a", 2.0)),
-            max_length_b=(args.max_length_b if args.max_length_b is not None
-                          else defaults.get("max_length_b", 10)),
-            batch_size=args.batch_size, progress=progress,
-            split_sentences=not args.no_split, language=source_language(card))
+            loaded.signatures[name], lines, inputs=inputs, batch_size=args.batch_size,
+            progress=progress, split_sentences=not args.no_split,
+            language=source_language(card), n_best=n_best)
     except InputError as error:
         print(f"error: {source_name}: {error}", file=sys.stderr)
         return EXIT_USAGE
     finally:
         if progress is not None:
             progress.close()
+    if n_best:  # Marian's n-best format: one line per hypothesis, best first
+        translations = [f"{number} ||| {text} ||| {score:.6f}"
+                        for number, hypotheses in enumerate(translations)
+                        for text, score in hypotheses]
 
-    payload = "".join(line + "\n" for line in translations).encode("utf-8")
-    if args.output is None or args.output == "-":
+    write_output(translations, args.output)
+    return 0
+
+
+def _sampling_options(args):
+    """The sampling settings, or None when no --sampling-* flag is given."""
+    if (args.sampling_topk is None and args.sampling_topp is None
+            and args.sampling_temperature is None):
+        return None
+    return {"top_k": args.sampling_topk or 0,
+            "top_p": 1.0 if args.sampling_topp is None else args.sampling_topp,
+            "temperature": (1.0 if args.sampling_temperature is None
+                            else args.sampling_temperature)}
+
+
+def _check_translate_options(args):
+    """An error message for option combinations that cannot work, or None."""
+    if args.batch_size < 1:
+        return "--batch-size must be >= 1"
+    if args.beam < 1:
+        return "--beam must be >= 1"
+    if args.n_best is not None and not 1 <= args.n_best <= args.beam:
+        return f"--n-best must be in [1, --beam={args.beam}]"
+    sampling = _sampling_options(args)
+    if sampling is not None:
+        if args.n_best is not None or args.no_repeat_ngram_size:
+            return "sampling draws one translation: drop --n-best / --no-repeat-ngram-size"
+        if sampling["temperature"] <= 0 or not 0 < sampling["top_p"] <= 1 \
+                or sampling["top_k"] < 0:
+            return ("--sampling-temperature must be > 0, --sampling-topp in (0, 1] "
+                    "and --sampling-topk >= 0")
+    return None
+
+
+def write_output(lines, output):
+    """Writes ``lines`` to a file atomically (``-``/None: stdout)."""
+    payload = "".join(line + "\n" for line in lines).encode("utf-8")
+    if output is None or output == "-":
         sys.stdout.buffer.write(payload)
         sys.stdout.buffer.flush()
     else:
-        output = pathlib.Path(args.output)
+        output = pathlib.Path(output)
         temporary = output.with_name(f".{output.name}.part")
         temporary.write_bytes(payload)
         temporary.replace(output)
+
+
+def _score_command(args) -> int:
+    try:
+        model_dir = resolve_model_dir(args.model)
+        sources = read_lines(pathlib.Path(args.source).read_bytes(), args.source)
+        targets = read_lines(pathlib.Path(args.target).read_bytes(), args.target)
+    except (FileNotFoundError, InputError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    if len(sources) != len(targets):
+        print(f"error: {args.source} has {len(sources)} lines but {args.target} has "
+              f"{len(targets)}; scoring needs one translation per source line.",
+              file=sys.stderr)
+        return EXIT_USAGE
+
+    import tensorflow as tf
+    import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
+
+    from keras_attn_zoo.export.translator import model_error_message
+
+    loaded = tf.saved_model.load(str(model_dir))
+    if "score" not in loaded.signatures:
+        print(f"error: {model_dir} has no 'score' signature (an export from before it, "
+              "or a model whose outputs are not plain pieces).", file=sys.stderr)
+        return EXIT_USAGE
+    rows = []
+    for start in range(0, len(sources), args.batch_size):
+        chunk = slice(start, start + args.batch_size)
+        try:
+            result = loaded.signatures["score"](
+                text=tf.constant([s.encode("utf-8") for s in sources[chunk]]),
+                target=tf.constant([t.encode("utf-8") for t in targets[chunk]]))
+        except tf.errors.InvalidArgumentError as error:
+            print(f"error: lines {start + 1}-{start + len(sources[chunk])}: "
+                  f"{model_error_message(error)}", file=sys.stderr)
+            return EXIT_USAGE
+        for total, tokens, length in zip(result["log_prob"].numpy(),
+                                         result["token_log_probs"].numpy(),
+                                         result["length"].numpy()):
+            per_token = " ".join(f"{value:.4f}" for value in tokens[:length + 1])
+            rows.append(f"{total:.6f}\t{per_token}")
+    write_output(rows, args.output)
     return 0
 
 
@@ -239,7 +348,33 @@ def build_parser() -> argparse.ArgumentParser:
                                 "a line into sentences, translate them, join them)")
     translate.add_argument("--no-progress", action="store_true",
                            help="no progress bar (shown on stderr for --input files)")
+    translate.add_argument("--n-best", type=int, default=None, metavar="N",
+                           help="write the N best hypotheses of each line, "
+                                "'LINE ||| TEXT ||| SCORE' (Marian's format)")
+    translate.add_argument("--no-repeat-ngram-size", type=int, default=0, metavar="N",
+                           help="ban repeating any N-gram in a translation (0: off)")
+    translate.add_argument("--sampling-topk", type=int, default=None, metavar="K",
+                           help="sample each token from the K most probable (0: all)")
+    translate.add_argument("--sampling-topp", type=float, default=None, metavar="P",
+                           help="sample from the smallest set of probability >= P")
+    translate.add_argument("--sampling-temperature", type=float, default=None,
+                           metavar="T", help="divide the log-probs by T before sampling")
+    translate.add_argument("--seed", type=int, default=0,
+                           help="sampling seed: the same seed gives the same output")
     translate.set_defaults(handler=_translate_command)
+
+    score = subcommands.add_parser(
+        "score", help="score given translations with an exported model",
+        description="Forced decoding: for each source line and its translation, "
+                    "write the total log-probability, a tab, and the log-probability "
+                    "of each target piece and of the final EOS.")
+    score.add_argument("--model", required=True,
+                       help="saved_models/NAME (newest version) or a version directory")
+    score.add_argument("--source", required=True, help="source lines (UTF-8)")
+    score.add_argument("--target", required=True, help="their translations, line by line")
+    score.add_argument("--output", default=None, help="output file (default stdout)")
+    score.add_argument("--batch-size", type=int, default=32)
+    score.set_defaults(handler=_score_command)
 
     serve = subcommands.add_parser(
         "serve", help="serve an exported model over HTTP",

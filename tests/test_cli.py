@@ -137,3 +137,72 @@ def test_a_paragraph_line_keeps_every_sentence_in_order(exported, tmp_path, caps
     assert code == 0
     whole = capsys.readouterr().out.split("\n")[:-1]
     assert whole == translator.translate_texts([" ".join(sentences), "dog"])
+
+
+def _run_cli(*args):
+    return cli.main([str(a) for a in args])
+
+
+def test_n_best_writes_n_hypotheses_per_line_best_first(exported, tmp_path):
+    translator, base, _ = exported
+    source = tmp_path / "in.txt"
+    source.write_text("the cat sees the dog\ndog\n", encoding="utf-8")
+    one, three = tmp_path / "one.txt", tmp_path / "three.txt"
+    assert _run_cli("translate", "--model", base, "--input", source, "--output", one,
+                    "--n-best", 1, "--no-progress") == 0
+    assert _run_cli("translate", "--model", base, "--input", source, "--output", three,
+                    "--n-best", 3, "--no-progress") == 0
+    rows = [line.split(" ||| ") for line in three.read_text(encoding="utf-8").splitlines()]
+    assert [int(row[0]) for row in rows] == [0, 0, 0, 1, 1, 1]
+    for line in (0, 1):
+        scores = [float(row[2]) for row in rows if int(row[0]) == line]
+        assert scores == sorted(scores, reverse=True)
+    # N = 1 is the plain translation.
+    plain = translator.translate_texts(["the cat sees the dog", "dog"])
+    assert [line.split(" ||| ")[1] for line in one.read_text(encoding="utf-8").splitlines()
+            ] == plain
+    assert _run_cli("translate", "--model", base, "--input", source, "--n-best", 5,
+                    "--beam", 4) == cli.EXIT_USAGE
+
+
+def test_sampling_with_a_seed_repeats_and_top_1_is_greedy(exported, tmp_path):
+    translator, base, _ = exported
+    source = tmp_path / "in.txt"
+    source.write_text("\n".join(LINES) + "\n", encoding="utf-8")
+    outputs = []
+    for seed, top_k in ((5, 0), (5, 0), (9, 1)):
+        target = tmp_path / f"s{seed}-{top_k}.txt"
+        assert _run_cli("translate", "--model", base, "--input", source, "--output", target,
+                        "--sampling-topk", top_k, "--seed", seed, "--no-progress") == 0
+        outputs.append(target.read_text(encoding="utf-8").splitlines())
+    assert outputs[0] == outputs[1]
+    assert outputs[2] == translator.translate_texts(LINES, beam_size=1, length_penalty=0.0)
+    assert _run_cli("translate", "--model", base, "--input", source,
+                    "--sampling-temperature", 0) == cli.EXIT_USAGE
+
+
+def test_score_command_gives_the_searchs_score(exported, tmp_path, capsys):
+    translator, base, _ = exported
+    sources = ["the cat sees the dog", "a small bird sleeps"]
+    import tensorflow as tf
+
+    translations = translator.translate_texts(sources, length_penalty=0.0)
+    # (That the search's own score comes back is tested in test_export on a
+    # trained model; this one is untrained, so its pieces may not round-trip.)
+    scores = translator.score(tf.constant(sources), tf.constant(translations))[
+        "log_prob"].numpy()
+    (tmp_path / "src.txt").write_text("\n".join(sources) + "\n", encoding="utf-8")
+    (tmp_path / "tgt.txt").write_text("\n".join(translations) + "\n", encoding="utf-8")
+    assert _run_cli("score", "--model", base, "--source", tmp_path / "src.txt",
+                    "--target", tmp_path / "tgt.txt", "--output", tmp_path / "s.txt") == 0
+    rows = (tmp_path / "s.txt").read_text(encoding="utf-8").splitlines()
+    assert len(rows) == 2
+    for row, score in zip(rows, scores):
+        total, per_token = row.split("\t")
+        values = [float(v) for v in per_token.split()]
+        assert float(total) == pytest.approx(sum(values), abs=1e-3)
+        assert float(total) == pytest.approx(float(score), abs=1e-3)
+    (tmp_path / "short.txt").write_text("one line\n", encoding="utf-8")
+    assert _run_cli("score", "--model", base, "--source", tmp_path / "src.txt",
+                    "--target", tmp_path / "short.txt") == cli.EXIT_USAGE
+    assert "has 2 lines" in capsys.readouterr().err
