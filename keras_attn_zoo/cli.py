@@ -21,6 +21,18 @@ than the model's ``max_input_length``) are also an error with exit code 2.
 
     keras-attn-zoo serve --model saved_models/NAME [--port 8501] [--host 127.0.0.1]
 
+``translate --n-best N`` writes N lines per input line (``LINE ||| TEXT ||| SCORE``,
+Marian's format); ``--sampling-topk/--sampling-topp/--sampling-temperature`` with
+``--seed`` sample instead of searching; ``--engine ct2`` translates with a
+CTranslate2 export made by ``export-ct2``.
+
+    keras-attn-zoo score --model saved_models/NAME --source SRC --target TGT
+
+``score`` writes, per line pair, the total log-probability of the target, a tab and
+the log-probability of each target piece and of the final EOS (forced decoding).
+
+    keras-attn-zoo export-ct2 --model runs/NAME --output ct2/NAME [--quantization int8]
+
 ``serve`` runs the HTTP server of ``keras_attn_zoo.export.server`` (TensorFlow
 Serving's REST shapes plus a ``:translate`` method and a page at ``/``).
 """
@@ -154,11 +166,21 @@ def _translate_command(args) -> int:
     if problem:
         print(f"error: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    try:
-        model_dir = resolve_model_dir(args.model)
-    except FileNotFoundError as error:
-        print(f"error: {error}", file=sys.stderr)
-        return EXIT_USAGE
+    if args.engine == "ct2":
+        if not (pathlib.Path(args.model) / "model.bin").is_file():
+            print(f"error: {args.model} is not a CTranslate2 export (no model.bin); "
+                  "make one with keras-attn-zoo export-ct2", file=sys.stderr)
+            return EXIT_USAGE
+        if args.n_best is not None or args.no_repeat_ngram_size or _sampling_options(args):
+            print("error: --engine ct2 translates with beam search only (no --n-best, "
+                  "--no-repeat-ngram-size or sampling here)", file=sys.stderr)
+            return EXIT_USAGE
+    else:
+        try:
+            model_dir = resolve_model_dir(args.model)
+        except FileNotFoundError as error:
+            print(f"error: {error}", file=sys.stderr)
+            return EXIT_USAGE
     # Read and check the whole input before loading TensorFlow.
     if args.input is None or args.input == "-":
         data, source_name = sys.stdin.buffer.read(), "<stdin>"
@@ -169,6 +191,15 @@ def _translate_command(args) -> int:
     except InputError as error:
         print(f"error: {error}", file=sys.stderr)
         return EXIT_USAGE
+
+    if args.engine == "ct2":
+        try:
+            translations = _translate_ct2(args, lines)
+        except InputError as error:
+            print(f"error: {source_name}: {error}", file=sys.stderr)
+            return EXIT_USAGE
+        write_output(translations, args.output)
+        return 0
 
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
@@ -274,6 +305,40 @@ def write_output(lines, output):
         temporary.replace(output)
 
 
+def _export_ct2_command(args) -> int:
+    from keras_attn_zoo.export.ctranslate2_export import export_ctranslate2_from_run
+
+    try:
+        path = export_ctranslate2_from_run(args.model, args.output, args.quantization,
+                                           overwrite=args.overwrite)
+    except (FileNotFoundError, FileExistsError, ValueError) as error:
+        print(f"error: {error}", file=sys.stderr)
+        return EXIT_USAGE
+    print(path)
+    return 0
+
+
+def _translate_ct2(args, lines):
+    """`translate --engine ct2`: the same splitting and joining as the SavedModel path."""
+    from keras_attn_zoo.export import sentences as sentence_tools
+    from keras_attn_zoo.export.ctranslate2_export import CTranslate2Translator
+
+    translator = CTranslate2Translator(args.model, intra_threads=args.threads)
+    sentences, counts = sentence_tools.split_texts(
+        lines, sentence_tools.source_language(translator.info), not args.no_split)
+    try:
+        translations = translator.translate_texts(
+            sentences, batch_size=args.batch_size, beam_size=args.beam,
+            length_penalty=args.length_penalty,
+            max_length_a=2.0 if args.max_length_a is None else args.max_length_a,
+            max_length_b=10 if args.max_length_b is None else args.max_length_b)
+    except ValueError as error:  # longer than the export's position table
+        raise InputError(str(error)) from None
+    translations = [" ".join(t.splitlines()) for t in translations]
+    return [sentence_tools.join_translations(group)
+            for group in sentence_tools.regroup(translations, counts)]
+
+
 def _score_command(args) -> int:
     try:
         model_dir = resolve_model_dir(args.model)
@@ -361,7 +426,30 @@ def build_parser() -> argparse.ArgumentParser:
                            metavar="T", help="divide the log-probs by T before sampling")
     translate.add_argument("--seed", type=int, default=0,
                            help="sampling seed: the same seed gives the same output")
+    translate.add_argument("--engine", choices=("savedmodel", "ct2"), default="savedmodel",
+                           help="savedmodel (default; --model saved_models/NAME) or ct2 "
+                                "(--model: a directory written by export-ct2; its length "
+                                "penalty is CTranslate2's n**alpha, not GNMT's)")
+    translate.add_argument("--threads", type=int, default=0,
+                           help="ct2 only: CPU threads (default: CTranslate2's choice)")
     translate.set_defaults(handler=_translate_command)
+
+    export_ct2 = subcommands.add_parser(
+        "export-ct2", help="export a trained Transformer to CTranslate2 (fast CPU)",
+        description="Convert runs/NAME (model.keras + vocab.model) to a CTranslate2 "
+                    "model directory for `translate --engine ct2`. Only the plain "
+                    "transformer (pre- or post-norm) converts; others are refused.")
+    export_ct2.add_argument("--model", required=True,
+                            help="runs/NAME, a .keras file, or an export with "
+                                 "model.keras beside it")
+    export_ct2.add_argument("--output", required=True,
+                            help="directory to create (written atomically)")
+    export_ct2.add_argument("--quantization", default="int8",
+                            choices=("int8", "float32", "int8_float32", "float16", "int16"),
+                            help="weight type (default int8: fastest on CPU)")
+    export_ct2.add_argument("--overwrite", action="store_true",
+                            help="replace an existing --output directory")
+    export_ct2.set_defaults(handler=_export_ct2_command)
 
     score = subcommands.add_parser(
         "score", help="score given translations with an exported model",
