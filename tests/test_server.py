@@ -418,3 +418,22 @@ def test_bounded_load_benchmark_smoke(tiny_export, tmp_path):
                for row in rows)
     assert rows[1]["bad_requests"] > 0
     assert rows[1]["p99_ms"] >= rows[1]["p50_ms"] > 0
+
+
+def test_translate_returns_n_best_hypotheses(server):
+    texts = ["the cat sees the dog", "die Katze mag den Fluss ."]
+    status, one = request(server["model"] + ":translate", {"text": texts, "beam_size": 4})
+    assert status == 200, one
+    status, three = request(server["model"] + ":translate",
+                            {"text": texts, "beam_size": 4, "num_hypotheses": 3})
+    assert status == 200, three
+    assert three["translations"] == one["translations"]  # the best is unchanged
+    for detail in three["details"]:
+        hypotheses = detail["hypotheses"]
+        assert len(hypotheses) == 3 and hypotheses[0]["translation"] == detail["translation"]
+        scores = [h["score"] for h in hypotheses]
+        assert scores == sorted(scores, reverse=True)
+    assert "hypotheses" not in one["details"][0]
+    status, body = request(server["model"] + ":translate",
+                           {"text": texts, "beam_size": 2, "num_hypotheses": 3})
+    assert status == 400 and "num_hypotheses" in body["error"]

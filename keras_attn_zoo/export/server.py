@@ -17,8 +17,10 @@ the name, as TF Serving's does):
 * `POST /v1/models/NAME:classify|:regress`: 400, as TF Serving answers for a
   model without classification or regression signatures.
 * `POST /v1/models/NAME:translate`: `{"text": [...], "beam_size": 4,
-  "length_penalty": 0.6}` -> translations, scores, and per text the alignment
-  with its source and target pieces (what the page draws).
+  "length_penalty": 0.6, "num_hypotheses": 1}` -> translations, scores, and per
+  text the alignment with its source and target pieces (what the page draws);
+  with `"num_hypotheses": N > 1` each text's details also list its N best
+  `hypotheses` (translation and score, best first).
 * `GET /monitoring/prometheus/metrics`: requests by status, latency, batch
   sizes and queue length in Prometheus' text format.
 * `GET /`: a small page to try the model.
@@ -301,15 +303,21 @@ class ModelRunner:
         for start in range(0, len(texts), self.batch_max_sentences):
             chunk = texts[start:start + self.batch_max_sentences]
             self.metrics.batch(len(chunk))
-            beam_size, length_penalty, max_length_a, max_length_b = options
+            beam_size, length_penalty, max_length_a, max_length_b, *more = options
+            num_hypotheses = more[0] if more else 1
+            inputs = dict(
+                text=tf.constant(list(chunk), tf.string),
+                beam_size=tf.constant(beam_size, tf.int32),
+                length_penalty=tf.constant(length_penalty, tf.float32),
+                max_length_a=tf.constant(max_length_a, tf.float32),
+                max_length_b=tf.constant(max_length_b, tf.float32))
+            signature = "translate_with_options"
+            if num_hypotheses > 1:
+                signature = "translate_n_best"
+                inputs.update(num_hypotheses=tf.constant(num_hypotheses, tf.int32),
+                              no_repeat_ngram_size=tf.constant(0, tf.int32))
             try:
-                outputs = self._model.signatures["translate_with_options"](
-                    text=tf.constant(list(chunk), tf.string),
-                    beam_size=tf.constant(beam_size, tf.int32),
-                    length_penalty=tf.constant(length_penalty, tf.float32),
-                    max_length_a=tf.constant(max_length_a, tf.float32),
-                    max_length_b=tf.constant(max_length_b, tf.float32),
-                )
+                outputs = self._model.signatures[signature](**inputs)
             except tf.errors.InvalidArgumentError as error:
                 if start:  # rows of later chunks: renumber to the whole list
                     message, row = _model_message_and_row(error)
@@ -325,14 +333,21 @@ class ModelRunner:
                 target = [p.decode("utf-8", "replace")
                           for p in outputs["target_pieces"][row][:length]]
                 alignment = outputs["alignment"][row][:length, : len(source)]
-                results.append({
+                result = {
                     "translation": outputs["translation"][row].decode("utf-8", "replace"),
                     "score": float(outputs["score"][row]),
                     "alignment": [[round(float(w), 4) for w in r] for r in alignment],
                     "length": length,
                     "source_pieces": source,
                     "target_pieces": target,
-                })
+                }
+                if "hypotheses" in outputs:
+                    result["hypotheses"] = [
+                        {"translation": text.decode("utf-8", "replace"),
+                         "score": float(score)}
+                        for text, score in zip(outputs["hypotheses"][row],
+                                               outputs["hypothesis_scores"][row])]
+                results.append(result)
         return results
 
 
@@ -380,6 +395,13 @@ def merge_results(results):
         "source_pieces": [p for r in results for p in r["source_pieces"]],
         "target_pieces": [p for r in results for p in r["target_pieces"]],
         "sentences": len(results),
+        # Hypothesis k of the input joins hypothesis k of each sentence.
+        **({"hypotheses": [
+            {"translation": sentence_tools.join_translations(
+                [r["hypotheses"][k]["translation"] for r in results]),
+             "score": sum(r["hypotheses"][k]["score"] for r in results)}
+            for k in range(len(results[0]["hypotheses"]))]}
+           if "hypotheses" in results[0] else {}),
     }
 
 
@@ -649,6 +671,14 @@ def make_handler(runner, name, limits, labels=None, split_sentences=True):
             for index, key in enumerate(("beam_size", "length_penalty")):
                 if key in body:
                     options[index] = _option(body[key], key, limits)
+            if "num_hypotheses" in body:
+                value = body["num_hypotheses"]
+                if not isinstance(value, int) or isinstance(value, bool) or not (
+                        1 <= value <= options[0]):
+                    raise BadRequest('"num_hypotheses" must be an integer from 1 to '
+                                     f'the beam size ({options[0]}).')
+                if value > 1:
+                    options.append(value)
             return tuple(options)
 
         def _predict(self, body):
@@ -707,10 +737,12 @@ def make_handler(runner, name, limits, labels=None, split_sentences=True):
             return self._send(HTTPStatus.OK, {"outputs": outputs})
 
         def _translate(self, body):
-            unknown = set(body) - {"text", "beam_size", "length_penalty", "split_sentences"}
+            known = {"text", "beam_size", "length_penalty", "split_sentences",
+                     "num_hypotheses"}
+            unknown = set(body) - known
             if unknown:
-                raise BadRequest(f"unknown fields {sorted(unknown)}; expected "
-                                 '"text", "beam_size", "length_penalty", "split_sentences".')
+                raise BadRequest(f"unknown fields {sorted(unknown)}; expected one of "
+                                 f"{sorted(known)}.")
             if "text" not in body:
                 raise BadRequest('missing field "text" (a list of strings).')
             texts = parse_texts(body["text"], "text", limits)
