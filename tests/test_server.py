@@ -437,3 +437,33 @@ def test_translate_returns_n_best_hypotheses(server):
     status, body = request(server["model"] + ":translate",
                            {"text": texts, "beam_size": 2, "num_hypotheses": 3})
     assert status == 400 and "num_hypotheses" in body["error"]
+
+
+def test_predict_runs_the_n_best_sampling_and_scoring_signatures(server):
+    texts = ["the cat sees the dog", "die Katze mag den Fluss ."]
+    options = {"beam_size": 4, "length_penalty": 0.0, "max_length_a": 2.0,
+               "max_length_b": 10.0}
+    status, best = request(server["model"] + ":predict", {
+        "signature_name": "translate_n_best",
+        "inputs": {"text": texts, "num_hypotheses": 2, "no_repeat_ngram_size": 0,
+                   **options}})
+    assert status == 200, best
+    assert [len(h) for h in best["outputs"]["hypotheses"]] == [2, 2]
+    status, rows = request(server["model"] + ":predict", {
+        "signature_name": "sample",
+        "instances": [{"text": t, "temperature": 1.0, "top_k": 1, "top_p": 1.0, "seed": 3,
+                       "max_length_a": 2.0, "max_length_b": 10.0} for t in texts]})
+    assert status == 200, rows
+    greedy = request(server["model"] + ":predict", {
+        "signature_name": "translate_with_options",
+        "inputs": {"text": texts, **options, "beam_size": 1}})[1]
+    assert [r["translation"] for r in rows["predictions"]] == greedy["outputs"]["translation"]
+    translations = best["outputs"]["translation"]
+    status, scored = request(server["model"] + ":predict", {
+        "signature_name": "score", "inputs": {"text": texts, "target": translations}})
+    assert status == 200, scored
+    assert len(scored["outputs"]["log_prob"]) == 2
+    assert all(value <= 0 for value in scored["outputs"]["log_prob"])
+    status, body = request(server["model"] + ":predict", {
+        "signature_name": "score", "inputs": {"text": texts}})
+    assert status == 400 and "missing ['target']" in body["error"]

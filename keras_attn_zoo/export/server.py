@@ -67,6 +67,9 @@ STATIC_PAGE = pathlib.Path(__file__).with_name("static") / "index.html"
 METRICS_PATH = "/monitoring/prometheus/metrics"
 # Signatures that take text; `translate_ids` takes token ids (clients tokenize).
 TEXT_SIGNATURES = ("serving_default", "translate", "translate_with_options")
+# Signatures run as TF Serving runs them: the request's inputs straight into the
+# signature, one call per request (no sentence splitting, no cross-request batch).
+DIRECT_SIGNATURES = ("translate_n_best", "sample", "score")
 OPTION_INPUTS = ("beam_size", "length_penalty", "max_length_a", "max_length_b")
 OUTPUT_KEYS = ("translation", "score", "alignment", "length", "source_pieces",
                "target_pieces")
@@ -203,6 +206,51 @@ class ModelRunner:
     @property
     def signature_names(self):
         return sorted(self._model.signatures) if self._model is not None else []
+
+    def signature_inputs(self, name):
+        """``{input name: tf.TensorSpec}`` of signature ``name``."""
+        return self._model.signatures[name].structured_input_signature[1]
+
+    def run_signature(self, name, inputs, limits):
+        """Runs signature ``name`` on ``inputs`` (JSON values by input name), as
+        TF Serving does; returns the outputs as JSON-able lists."""
+        import tensorflow as tf
+
+        function = self._model.signatures[name]
+        specs = self.signature_inputs(name)
+        missing = sorted(set(specs) - set(inputs))
+        unknown = sorted(set(inputs) - set(specs))
+        if missing or unknown:
+            raise BadRequest(f'signature "{name}" takes inputs {sorted(specs)}; '
+                             f"missing {missing}, unknown {unknown}.")
+        tensors = {}
+        for key, spec in specs.items():
+            value = inputs[key]
+            if spec.dtype == tf.string:
+                value = parse_texts(value, key, limits)
+            try:
+                tensors[key] = tf.constant(value, spec.dtype)
+            except (TypeError, ValueError) as error:
+                raise BadRequest(f'input "{key}" is not a {spec.dtype.name} of rank '
+                                 f"{spec.shape.rank}: {error}") from None
+            if not spec.shape.is_compatible_with(tensors[key].shape):
+                raise BadRequest(f'input "{key}" has shape {tensors[key].shape.as_list()}; '
+                                 f"signature {name!r} wants {spec.shape}.")
+        self.metrics.batch(int(tensors["text"].shape[0]))
+        try:
+            outputs = function(**tensors)
+        except tf.errors.InvalidArgumentError as error:
+            raise BadRequest(f"input rejected by the model: {model_error_message(error)}"
+                             ) from None
+
+        def plain(value):
+            if isinstance(value, bytes):
+                return value.decode("utf-8", "replace")
+            if value.dtype == object:  # strings: nested lists of text
+                return [plain(item) for item in value]
+            return value.tolist()
+
+        return {key: plain(value.numpy()) for key, value in outputs.items()}
 
     def default_options(self):
         """(beam_size, length_penalty, max_length_a, max_length_b) of the card."""
@@ -513,10 +561,10 @@ def make_handler(runner, name, limits, labels=None, split_sentences=True):
             raise BadRequest(
                 f'Serving signature name: "{signature_name}" not found in signature def; '
                 f"this model has {sorted(runner.signature_defs)}.")
-        if signature_name not in TEXT_SIGNATURES:
+        if signature_name not in TEXT_SIGNATURES + DIRECT_SIGNATURES:
             raise BadRequest(
                 f'signature "{signature_name}" takes token ids; this server runs the '
-                f"text signatures {list(TEXT_SIGNATURES)}.")
+                f"text signatures {list(TEXT_SIGNATURES + DIRECT_SIGNATURES)}.")
         return signature_name
 
     def split_option(body):
@@ -689,6 +737,8 @@ def make_handler(runner, name, limits, labels=None, split_sentences=True):
                     f"(unknown fields: {sorted(unknown)})." if unknown else
                     'a predict request has exactly one of "instances" or "inputs".')
             signature_name = signature(body)
+            if signature_name in DIRECT_SIGNATURES:
+                return self._predict_direct(signature_name, body)
             inputs = ("text",) + (
                 OPTION_INPUTS if signature_name == "translate_with_options" else ())
             options = dict(zip(OPTION_INPUTS, runner.default_options()))
@@ -735,6 +785,38 @@ def make_handler(runner, name, limits, labels=None, split_sentences=True):
                 [list(r) + [0.0] * (columns - len(r)) for r in a]
                 + [[0.0] * columns] * (rows - len(a)) for a in outputs["alignment"]]
             return self._send(HTTPStatus.OK, {"outputs": outputs})
+
+        def _predict_direct(self, name, body):
+            """TF Serving's predict on a signature with several batched or scalar
+            inputs: columnar `inputs` {name: value}, or row `instances`, where a
+            scalar input must have the same value in every instance."""
+            if "inputs" in body:
+                if not isinstance(body["inputs"], dict):
+                    raise BadRequest(f'signature "{name}" takes named inputs: give '
+                                     '"inputs" as {"name": value, ...}.')
+                outputs = runner.run_signature(name, body["inputs"], limits)
+                return self._send(HTTPStatus.OK, {"outputs": outputs})
+            instances = body["instances"]
+            if not isinstance(instances, list) or not instances or not all(
+                    isinstance(row, dict) for row in instances):
+                raise BadRequest(f'signature "{name}" takes named inputs: give each '
+                                 'instance as {"name": value, ...}.')
+            specs = runner.signature_inputs(name)
+            inputs = {}
+            for key in set().union(*instances):
+                values = [row.get(key) for row in instances]
+                if key in specs and specs[key].shape.rank == 0:
+                    if len({json.dumps(v) for v in values}) != 1:
+                        raise BadRequest(f'"{key}" is a scalar input: give every '
+                                         "instance the same value, or use the "
+                                         "columnar format.")
+                    inputs[key] = values[0]
+                else:
+                    inputs[key] = values
+            outputs = runner.run_signature(name, inputs, limits)
+            rows = [{key: value[i] for key, value in outputs.items()}
+                    for i in range(len(instances))]
+            return self._send(HTTPStatus.OK, {"predictions": rows})
 
         def _translate(self, body):
             known = {"text", "beam_size", "length_penalty", "split_sentences",
