@@ -175,12 +175,19 @@ def test_int8_export_translates_and_mostly_agrees(trained):
     assert agree >= len(TEST_SENTENCES) / 3, (agree, len(TEST_SENTENCES))
 
 
-def test_export_from_run_directory(trained, tmp_path):
+def make_run_dir(trained, tmp_path):
+    """A training run's directory as the workflow leaves it: model.keras + vocab."""
     translator, vocab, _, _ = trained
     run = tmp_path / "runs" / "tiny"
     run.mkdir(parents=True)
     translator.model.save(run / "model.keras")
     (run / "vocab.model").write_bytes(pathlib.Path(vocab).read_bytes())
+    return run
+
+
+def test_export_from_run_directory(trained, tmp_path):
+    translator = trained[0]
+    run = make_run_dir(trained, tmp_path)
     export = export_ctranslate2_from_run(run, tmp_path / "out", "float32")
     result = CTranslate2Translator(export).translate_texts(SENTENCES[:2], beam_size=1,
                                                            length_penalty=0.0)
@@ -228,11 +235,8 @@ def test_bad_quantization_is_refused(trained, tmp_path):
 def test_cli_export_ct2_then_translate_with_the_ct2_engine(trained, tmp_path):
     from keras_attn_zoo import cli
 
-    translator, vocab, _, _ = trained
-    run = tmp_path / "runs" / "tiny"
-    run.mkdir(parents=True)
-    translator.model.save(run / "model.keras")
-    (run / "vocab.model").write_bytes(pathlib.Path(vocab).read_bytes())
+    translator = trained[0]
+    run = make_run_dir(trained, tmp_path)
     assert cli.main(["export-ct2", "--model", str(run), "--output", str(tmp_path / "ct2"),
                      "--quantization", "float32"]) == 0
     source = tmp_path / "in.txt"

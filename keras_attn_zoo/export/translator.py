@@ -64,6 +64,8 @@ DEFAULT_MAX_INPUT_LENGTH = 1024
 UNICODE_ERRORS = "replace"  # invalid UTF-8 -> U+FFFD inside the graph
 REPLACEMENT_CHARACTER = 0xFFFD
 
+TRANSLATION_OUTPUTS = ("translation", "score", "alignment", "length", "source_pieces",
+                       "target_pieces")
 _SCALAR_INT = tf.TensorSpec([], tf.int32)
 _SCALAR_FLOAT = tf.TensorSpec([], tf.float32)
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
@@ -405,17 +407,20 @@ class Translator(tf.Module):
         float32[B, T, S], ``length`` int32[B], ``source_pieces`` string[B, S] and
         ``target_pieces`` string[B, T].
         """
-        return self._translate_text(text, self._beam(
-            tf.constant(self.beam_size), tf.constant(self.length_penalty),
-            tf.constant(self.max_length_a), tf.constant(self.max_length_b)))
+        return self.translate_with_options(
+            text, tf.constant(self.beam_size), tf.constant(self.length_penalty),
+            tf.constant(self.max_length_a), tf.constant(self.max_length_b))
 
     @tf.function(autograph=False, input_signature=[
         _TEXT, _SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT])
     def translate_with_options(self, text, beam_size, length_penalty, max_length_a,
                                max_length_b):
         """``translate`` with beam size, length penalty and output limit as inputs."""
-        return self._translate_text(text, self._beam(
-            beam_size, length_penalty, max_length_a, max_length_b))
+        # One traced search serves all three text signatures: this graph calls
+        # translate_n_best's (N = 1, no n-gram blocking) and keeps its outputs.
+        outputs = self.translate_n_best(text, beam_size, length_penalty, max_length_a,
+                                        max_length_b, tf.constant(1), tf.constant(0))
+        return {key: outputs[key] for key in TRANSLATION_OUTPUTS}
 
     @tf.function(autograph=False, input_signature=[
         _TEXT, _SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT,
