@@ -88,9 +88,19 @@ def tiny_tokenizer(tiny_sentencepiece_model):
 
 
 @pytest.fixture(scope="session")
-def tiny_export(tmp_path_factory):
-    """Base directory (`saved_models/NAME`) of a tiny trained, exported Transformer."""
+def tiny_trained_export(tmp_path_factory):
+    """`(translator, base, version_dir)` of a tiny trained, exported Transformer.
+
+    Built once per test worker and shared by the export, serving, CLI,
+    analysis and README tests: treat it as read-only (copy the version
+    directory to change anything).
+    """
     from tests.tiny_export import build_tiny_export
 
-    _, base, _ = build_tiny_export(tmp_path_factory.mktemp("tiny_export"), train_epochs=12)
-    return base
+    return build_tiny_export(tmp_path_factory.mktemp("tiny_export"), train_epochs=12)
+
+
+@pytest.fixture(scope="session")
+def tiny_export(tiny_trained_export):
+    """Base directory (`saved_models/NAME`) of `tiny_trained_export`."""
+    return tiny_trained_export[1]

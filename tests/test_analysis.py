@@ -1,6 +1,6 @@
 """The analyses (pure functions), attention extraction, and recipes/analyze.py end to end.
 
-The end-to-end runs reuse `tests.tiny_export.build_tiny_export` (one tiny Transformer,
+The end-to-end runs reuse the shared `tiny_trained_export` fixture (one tiny Transformer,
 trained a few epochs on a word-for-word toy language pair, exported once per module):
 a SavedModel-only run, then a run on its `.keras` file with gold alignments, and a run
 on a tiny eager translator (no attention).
@@ -10,13 +10,13 @@ import importlib.util
 import json
 import math
 import pathlib
+import shutil
 
 import numpy as np
 import pytest
 
 from keras_attn_zoo.evaluation import analysis
 from keras_attn_zoo.evaluation.attention import attention_maps
-from tests.tiny_export import build_tiny_export
 from tests.tiny_export import synthetic_pairs
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -200,9 +200,13 @@ def test_attention_maps_of_a_model_without_attention_is_none():
 
 
 @pytest.fixture(scope="module")
-def analysis_setup(tmp_path_factory):
+def analysis_setup(tmp_path_factory, tiny_trained_export):
     directory = tmp_path_factory.mktemp("analysis")
-    translator, base, version = build_tiny_export(directory, train_epochs=12)
+    translator, shared_base, shared_version = tiny_trained_export
+    # A copy: the analyses write model.keras into the version directory.
+    base = directory / "saved_models" / shared_base.name
+    version = base / shared_version.name
+    shutil.copytree(shared_version, version)
     pairs = synthetic_pairs(16, seed=7)
     (directory / "src.txt").write_text("".join(s + "\n" for s, _ in pairs))
     (directory / "ref.txt").write_text("".join(t + "\n" for _, t in pairs))
@@ -320,8 +324,6 @@ def test_analyze_rejects_bad_gold_files(analysis_setup, tmp_path):
 
 
 def test_analyze_model_without_attention_still_gets_bleu_by_length(analysis_setup):
-    import shutil
-
     from keras_attn_zoo.data.eager import eager_vocabulary_size
     from keras_attn_zoo.models import eager_translator
 

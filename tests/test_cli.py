@@ -7,7 +7,6 @@ import sys
 import pytest
 
 from keras_attn_zoo import cli
-from tests.tiny_export import build_tiny_export
 
 LINES = [
     "the cat sees the dog",
@@ -22,9 +21,9 @@ LINES = [
 
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    # Untrained is enough here: the CLI must reproduce the translator exactly.
-    return build_tiny_export(tmp_path_factory.mktemp("cli"), train_epochs=0)
+def exported(tiny_trained_export):
+    # The CLI must reproduce the translator exactly.
+    return tiny_trained_export
 
 
 def test_translate_file_keeps_lines_and_order(exported, tmp_path):

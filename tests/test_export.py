@@ -9,6 +9,7 @@ tensorflow and tensorflow_text (an import hook makes importing keras_attn_zoo fa
 import json
 import os
 import pathlib
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -24,13 +25,12 @@ from keras_attn_zoo.export import export_saved_model
 from keras_attn_zoo.export import existing_versions
 from tests.tiny_export import FRESH_PROCESS_PRELUDE
 from tests.tiny_export import SENTENCES
-from tests.tiny_export import build_tiny_export
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 @pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    return build_tiny_export(tmp_path_factory.mktemp("export"), train_epochs=12)
+def exported(tiny_trained_export):
+    return tiny_trained_export
 
 
 # Runs in a fresh interpreter: only tensorflow + tensorflow_text may be imported.
@@ -276,8 +276,10 @@ def test_alignment_labels(exported):
         assert np.all(alignment[row, length:] == 0)
 
 
-def test_versions_increment_and_failed_export_leaves_nothing(exported):
-    translator, base, _ = exported
+def test_versions_increment_and_failed_export_leaves_nothing(exported, tmp_path):
+    translator, shared_base, _ = exported
+    base = tmp_path / "tiny-en-de"  # the shared export stays as it is
+    shutil.copytree(shared_base / "1", base / "1")
     with pytest.raises(TypeError):
         export_saved_model(translator, None, base, model_card={"bleu": object()})
     assert existing_versions(base) == [1]

@@ -4,8 +4,8 @@ Every block runs as a script in a fresh interpreter, in a temporary working
 directory, so a documented line that fails is a failing test. What a block needs
 from outside is made here, cheaply:
 
-* a path ``saved_models/...`` in a string literal: a tiny exported Transformer
-  (``tests/tiny_export.py``, untrained) is copied there, since the README shows a
+* a path ``saved_models/...`` in a string literal: the shared tiny exported
+  Transformer (``tiny_trained_export`` of ``conftest.py``) is copied there, since the README shows a
   real run's export name;
 * the Ding dictionary: the block is skipped, like the real-dictionary tests of
   ``test_data_ding.py``, only where no local copy exists (``make test`` installs it).
@@ -62,11 +62,9 @@ def test_readme_has_python_blocks():
 
 
 @pytest.fixture(scope="module")
-def readme_export(tmp_path_factory):
-    """``(base, version_dir)`` of a tiny untrained exported Transformer."""
-    from tests.tiny_export import build_tiny_export
-
-    _, base, version_dir = build_tiny_export(tmp_path_factory.mktemp("readme_export"))
+def readme_export(tiny_trained_export):
+    """``(base, version_dir)`` of the shared tiny exported Transformer."""
+    _, base, version_dir = tiny_trained_export
     return pathlib.Path(base), pathlib.Path(version_dir)
 
 
