@@ -126,8 +126,10 @@ def test_matmul_rate_counts_every_product_and_stays_below_the_hardware_peak():
     sys.path.insert(0, str(REPO / "benchmarks"))
     import common
 
-    short = common.matmul_rate("float32", size=512, repeats=5, chain=2)["gflops"]
-    long = common.matmul_rate("float32", size=512, repeats=5, chain=8)["gflops"]
+    # Best of 7 calls: another process can only slow a call down, so the best
+    # ones compare the work itself, also on a busy machine.
+    short = common.matmul_rate("float32", size=512, repeats=7, chain=2)["best_gflops"]
+    long = common.matmul_rate("float32", size=512, repeats=7, chain=8)["best_gflops"]
     assert 0.5 < long / short < 2.0, (short, long)
     peak = common.hardware_peak_gflops("float32")["gflops"]
     if peak is not None:
