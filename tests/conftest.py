@@ -104,3 +104,15 @@ def tiny_trained_export(tmp_path_factory):
 def tiny_export(tiny_trained_export):
     """Base directory (`saved_models/NAME`) of `tiny_trained_export`."""
     return tiny_trained_export[1]
+
+
+def load_recipe(name):
+    """``recipes/<name>.py`` as a module (the recipes are scripts, not a package)."""
+    import importlib.util
+    import pathlib
+
+    path = pathlib.Path(__file__).resolve().parents[1] / "recipes" / f"{name}.py"
+    spec = importlib.util.spec_from_file_location(f"{name}_recipe", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module

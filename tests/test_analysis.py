@@ -6,10 +6,8 @@ a SavedModel-only run, then a run on its `.keras` file with gold alignments, and
 on a tiny eager translator (no attention).
 """
 
-import importlib.util
 import json
 import math
-import pathlib
 import shutil
 
 import numpy as np
@@ -17,17 +15,9 @@ import pytest
 
 from keras_attn_zoo.evaluation import analysis
 from keras_attn_zoo.evaluation.attention import attention_maps
+from tests.conftest import load_recipe
 from tests.tiny_export import synthetic_pairs
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
-
-
-def _load_analyze():
-    spec = importlib.util.spec_from_file_location("analyze_recipe",
-                                                  REPO / "recipes" / "analyze.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
 
 
 # ---- entropy and JS divergence -------------------------------------------------------------
@@ -221,7 +211,7 @@ def analysis_setup(tmp_path_factory, tiny_trained_export):
     (directory / "sentences.txt").write_text("the cat sees the dog\ta small dog\n"
                                              "a red bird\n")
     return {"dir": directory, "translator": translator, "base": base, "version": version,
-            "pairs": pairs, "analyze": _load_analyze()}
+            "pairs": pairs, "analyze": load_recipe("analyze")}
 
 
 def _files_args(setup):

@@ -45,12 +45,14 @@ def run_script(code, cwd, name="script.py"):
     script.write_text(code, encoding="utf-8")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
                PYTHONPATH=os.pathsep.join(filter(None, [str(REPO), os.environ.get("PYTHONPATH")])))
-    completed = subprocess.run([sys.executable, str(script)], cwd=cwd, env=env,
-                               capture_output=True, text=True, timeout=TIMEOUT_S)
-    assert completed.returncode == 0, (
-        f"exit {completed.returncode}\n--- code ---\n{code}\n--- stderr (tail) ---\n"
-        f"{completed.stderr[-4000:]}\n--- stdout (tail) ---\n{completed.stdout[-2000:]}")
-    return completed
+    return subprocess.run([sys.executable, str(script)], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=TIMEOUT_S)
+
+
+def failure(completed, code):
+    """What a failing script printed, for the assertion message."""
+    return (f"exit {completed.returncode}\n--- code ---\n{code}\n--- stderr (tail) ---\n"
+            f"{completed.stderr[-4000:]}\n--- stdout (tail) ---\n{completed.stdout[-2000:]}")
 
 
 BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
@@ -91,13 +93,14 @@ def test_readme_python_block(line, code, tmp_path, request):
         # A path ending in a version number names a version; otherwise a model's base.
         source = version_dir if pathlib.PurePath(relative).name.isdigit() else base
         shutil.copytree(source, tmp_path / relative)
-    run_script(code, tmp_path, name=f"README_md_block_at_line_{line}.py")
+    completed = run_script(code, tmp_path, name=f"README_md_block_at_line_{line}.py")
+    assert completed.returncode == 0, failure(completed, code)
 
 
 def test_package_face_in_a_fresh_interpreter(tmp_path):
     # The usage line of issue 14 and the PEP 562 face: cheap import, lazy subpackages,
     # every name of __all__ resolving, and the usual AttributeError otherwise.
-    completed = run_script(textwrap.dedent("""
+    script = textwrap.dedent("""
         import sys
         import keras_attn_zoo
 
@@ -124,5 +127,7 @@ def test_package_face_in_a_fresh_interpreter(tmp_path):
         else:
             raise AssertionError("no AttributeError")
         print("ok")
-        """), tmp_path)
+        """)
+    completed = run_script(script, tmp_path)
+    assert completed.returncode == 0, failure(completed, script)
     assert completed.stdout.strip().endswith("ok")

@@ -8,29 +8,19 @@ refused with an error naming them. Each test runs the recipe in process
 parallel files, and looks at the model and trainer the run used.
 """
 
-import importlib.util
-import pathlib
 
 import numpy as np
 import pytest
 
 from keras_attn_zoo import workflow
 from keras_attn_zoo.training import InverseSquareRootSchedule
+from tests.conftest import load_recipe
 
-REPO = pathlib.Path(__file__).resolve().parents[1]
 TRANSFORMER_FAMILY = ["transformer", "gmm_transformer", "ran_transformer",
                       "hard_coded_transformer", "synthesizer_transformer"]
 
 
-def _load_recipe():
-    spec = importlib.util.spec_from_file_location("train_wmt_recipe",
-                                                  REPO / "recipes" / "train_wmt.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-RECIPE = _load_recipe()
+RECIPE = load_recipe("train_wmt")
 
 
 @pytest.fixture(scope="module")
