@@ -40,8 +40,13 @@ def fake_trainer(log_dir, chief=True):
 
 
 def test_training_run_writes_scalar_image_histogram_and_text_tags(
-        tiny_parallel_corpus, tiny_tokenizer, tmp_path):
+        tiny_parallel_corpus, tiny_sentencepiece_model, tmp_path):
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
     from keras_attn_zoo.models.gmm_transformer import gmm_transformer
+
+    # A tokenizer of its own: an earlier test on this worker may have reseeded
+    # TensorFlow, which destroys the session tokenizer's SentencePiece resource.
+    tiny_tokenizer = load_tokenizer(tiny_sentencepiece_model)
 
     model = gmm_transformer(vocabulary_size(tiny_tokenizer), preset="tiny")
     valid = tiny_parallel_corpus[-6:]
