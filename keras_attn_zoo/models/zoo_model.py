@@ -1,17 +1,40 @@
-"""What the zoo's functional models share: config, length limit, training hooks.
+"""The contract every zoo model keeps: the step protocol and its hooks.
+
+One beam search, one greedy search, one exporter, one trainer and one set of
+analyses serve every model. They use only what `ZooModel` declares here, never
+`hasattr` probes on a model:
+
+Required (a subclass that does not define them fails at class creation):
+
+* `encode(source_ids, training=False) -> memory`: any nest of batch-first
+  tensors.
+* `initial_state(memory, max_length) -> state`: caches for `max_length`
+  decoding steps. Every leaf is batch-first, except under the key `"shared"`
+  (a dict the searches neither tile nor reorder). A state may hold
+  `"attention"`, float32 `[B, S]`: the alignment of the last step.
+* `decode_step(token, step, state) -> (logits [B, V], state)`: position
+  `step` from the previous `token` `[B]`.
+
+Hooks, with defaults that fit a plain encoder-decoder:
+
+* `max_decode_length`: decoder positions the model has (None: unlimited).
+* `extra_token_count`: vocabulary ids beyond the tokenizer's (0).
+* `logits_processor`: `processor(log_probs, step, tokens_so_far, state)`
+  the searches apply at every step, or None.
+* `clean_output(ids, lengths, alignment)`: search output -> text ids (no-op).
+* `attention_maps(source_ids, target_ids)`: one teacher-forced pass's
+  attention weights, `{name: float32 [layers, batch, heads, queries, keys]}`
+  (`{}`: the model has none; see `evaluation.attention` for the names).
+* `stepwise_positions`, `training_callbacks`, `wrap_optimizer`: below.
 
 A zoo model keeps its constructor arguments in `zoo_config`; that dict is its
 Keras config (plus `name`), so `from_config` simply calls the constructor.
-Models with an optional `max_length` in `zoo_config` get `check_length`.
-
-Constructor arguments that act during training (a schedule of a model
-variable, a learning rate of its own for some weights) are applied through two
-hooks that every training loop calls, so `keras_attn_zoo.workflow` needs no
-model names: `training_callbacks()` and `wrap_optimizer(optimizer)`.
 """
 
 import keras
 import numpy as np
+
+REQUIRED_METHODS = ("encode", "initial_state", "decode_step")
 
 
 class ZooModel(keras.Model):
@@ -19,14 +42,69 @@ class ZooModel(keras.Model):
 
     A subclass builds its functional graph in `__init__`, calls
     `super().__init__(inputs=..., outputs=..., **kwargs)` and then stores its
-    constructor arguments as `self.zoo_config`.
-
-    `check_length(length, what)` raises a `ValueError` naming the length and
-    `zoo_config["max_length"]` (absent or `None`: no limit), followed by the
-    class's `length_advice`.
+    constructor arguments as `self.zoo_config`. It defines the three methods
+    of `REQUIRED_METHODS` and overrides the hooks it needs.
     """
 
     length_advice = "raise max_length when building the model."
+    # Vocabulary ids the model adds after the tokenizer's pieces; `Translator`
+    # and the recipes check `vocabulary_size == pieces + extra_token_count`.
+    extra_token_count = 0
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        missing = [name for name in REQUIRED_METHODS
+                   if getattr(cls, name) is getattr(ZooModel, name)]
+        if missing:
+            raise TypeError(
+                f"{cls.__name__} subclasses ZooModel but does not define "
+                f"{', '.join(missing)}: the step protocol every search, the "
+                "exporter and the trainer use (see keras_attn_zoo.models.zoo_model)."
+            )
+
+    # ---- the step protocol (required) -------------------------------------------
+
+    def encode(self, source_ids, training=False):
+        """Runs the encoder once; returns the memory `initial_state` takes."""
+        raise NotImplementedError
+
+    def initial_state(self, memory, max_length):
+        """Decoding state for `max_length` steps (see the module docstring)."""
+        raise NotImplementedError
+
+    def decode_step(self, token, step, state):
+        """`(logits [B, V], new_state)` for position `step` given `token` `[B]`."""
+        raise NotImplementedError
+
+    # ---- hooks ----------------------------------------------------------------
+
+    @property
+    def max_decode_length(self):
+        """Decoder positions this model has (EOS included); None: unlimited."""
+        return self.zoo_config.get("max_length")
+
+    @property
+    def logits_processor(self):
+        """Decoding rules applied to every step's log-probabilities; None: none."""
+        return None
+
+    def clean_output(self, ids, lengths, alignment=None):
+        """Search output `(ids [B, T], lengths [B], alignment)` -> text ids.
+
+        Default: unchanged. A model that emits ids with no text (the eager
+        translator's ε and start pads) removes them here, in graph ops.
+        """
+        return ids, lengths, alignment
+
+    def attention_maps(self, source_ids, target_ids):
+        """Teacher-forced attention weights, `{name: float32 ndarray}`; `{}`: none.
+
+        Every array is `[layers, batch, heads, queries, keys]` (`"gmm_gate"`:
+        `[layers, batch, heads, queries]`); `keras_attn_zoo.evaluation.attention`
+        documents the names.
+        """
+        del source_ids, target_ids
+        return {}
 
     def check_length(self, length, what="sequence"):
         """Raises a clear error when `length` exceeds `max_length` (None: no limit)."""
