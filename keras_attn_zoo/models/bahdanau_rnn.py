@@ -70,7 +70,6 @@ References:
     Goodfellow et al., "Maxout Networks", ICML 2013.
 """
 
-import inspect
 import math
 
 import keras
@@ -78,6 +77,7 @@ from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
 from keras_attn_zoo.layers.bahdanau_attention import BahdanauAttention
+from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset
 from keras_attn_zoo.models.zoo_model import ZooModel
 
@@ -680,9 +680,7 @@ class TeacherForcingSchedule(keras.callbacks.Callback):
         self.model.update_teacher_forcing(step)
 
 
-MODEL_ARGUMENTS = frozenset(
-    list(inspect.signature(BahdanauRNN.__init__).parameters)[2:-1] + ["name"]
-)
+MODEL_ARGUMENTS = constructor_arguments(BahdanauRNN)
 
 
 def bahdanau_rnn(vocabulary_size, preset="small", **overrides):

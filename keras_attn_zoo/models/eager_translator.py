@@ -52,6 +52,7 @@ import numpy as np
 from keras import ops
 
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
+from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset
 from keras_attn_zoo.models.zoo_model import ZooModel
 
@@ -526,8 +527,7 @@ class EagerLSTMTranslator(ZooModel):
         }
 
 
-MODEL_ARGUMENTS = frozenset(list(EAGER_PRESETS["paper"]) + [
-    "start_id", "epsilon_id", "source_pad_id", "start_pads", "name"])
+MODEL_ARGUMENTS = constructor_arguments(EagerLSTMTranslator)
 
 
 def eager_translator(vocabulary_size, preset="small", **overrides):

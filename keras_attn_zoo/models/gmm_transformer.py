@@ -7,14 +7,13 @@ fills the decoder's cross-attention slot: blocks listed in the model's
 `gmm_layers=[4, 5]` reproduces the paper's "top 2 layers" row of Table 5.
 """
 
-import inspect
-
 from keras_attn_zoo.layers.gaussian_mixture_cross_attention import NORMALIZATIONS
 from keras_attn_zoo.layers.gaussian_mixture_cross_attention import (
     GaussianMixtureCrossAttention,
 )
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
+from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset
 from keras_attn_zoo.models.seq2seq_transformer import CROSS
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
@@ -31,9 +30,7 @@ OPTION_DEFAULTS = dict(
     position_offset=0.5,
 )
 
-MODEL_ARGUMENTS = frozenset(
-    list(inspect.signature(Seq2SeqTransformer.__init__).parameters)[2:-1] + ["name"]
-) - {"cross_attention"}
+MODEL_ARGUMENTS = constructor_arguments(Seq2SeqTransformer, fixed={"cross_attention"})
 
 
 def resolve_gmm_layers(gmm_layers, num_decoder_layers):

@@ -8,6 +8,8 @@ BLEU 0.11 / chrF 7.92, pre-norm 3 + 3 at 2e-3 0.42 / 10.08 and pre-norm 2 + 2 at
 2e-3 1.13 / 11.65 (README, "Measured"). `tiny` (2 + 2 layers) exists for tests.
 """
 
+import inspect
+
 TRANSFORMER_PRESETS = {
     # Two layers per stack: one layer would hide wiring bugs between layers.
     "tiny": dict(model_dim=32, intermediate_dim=64, num_heads=2,
@@ -34,3 +36,16 @@ def resolve_preset(presets, preset, overrides, valid_keys):
             f"Unknown argument(s) {unknown}; valid ones are {sorted(valid_keys)}."
         )
     return {**presets[preset], **overrides}
+
+
+def constructor_arguments(model_class, fixed=()):
+    """Keyword arguments a builder of `model_class` accepts: `__init__`'s, less `fixed`.
+
+    `vocabulary_size` is positional in every builder and `**kwargs` is Keras's;
+    `name` is accepted. `fixed`: arguments the builder sets itself (the slot a
+    mechanism fills), so an override cannot contradict the model's name.
+    """
+    parameters = inspect.signature(model_class.__init__).parameters.values()
+    names = {parameter.name for parameter in parameters
+             if parameter.kind is parameter.POSITIONAL_OR_KEYWORD}
+    return frozenset((names - {"self", "vocabulary_size"} | {"name"}) - set(fixed))

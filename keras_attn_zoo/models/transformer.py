@@ -1,14 +1,11 @@
 """`transformer(...)`: the dot-product baseline every zoo model is compared to."""
 
-import inspect
-
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
+from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
 
-MODEL_ARGUMENTS = frozenset(
-    list(inspect.signature(Seq2SeqTransformer.__init__).parameters)[2:-1] + ["name"]
-)
+MODEL_ARGUMENTS = constructor_arguments(Seq2SeqTransformer)
 
 
 def transformer(vocabulary_size, preset="small", **overrides):

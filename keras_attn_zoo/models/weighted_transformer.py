@@ -45,11 +45,11 @@ the layers its config builds: build the model with
 `branch_intermediate_dim="full"` and load the weights into it.
 """
 
-import inspect
 import numbers
 
 from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
+from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset
 from keras_attn_zoo.models.seq2seq_transformer import CROSS
 from keras_attn_zoo.models.seq2seq_transformer import DECODER_SELF
@@ -76,9 +76,8 @@ _KIND_OPTIONS = (
     "min_branch_weight",
     "branch_feed_forward_dropout",
 )
-MODEL_ARGUMENTS = frozenset(
-    list(inspect.signature(Seq2SeqTransformer.__init__).parameters)[2:-1] + ["name"]
-) - set(_SLOT_ARGUMENTS.values())
+MODEL_ARGUMENTS = constructor_arguments(
+    Seq2SeqTransformer, fixed=_SLOT_ARGUMENTS.values())
 
 
 # Keywords of `branch_intermediate_dim`; an int > 0 is taken as the width itself.
