@@ -118,7 +118,7 @@ class AnalysisModel:
     def __init__(self, path, vocab=None, keras_model=None, beam_size=4, length_penalty=0.6):
         import tensorflow as tf
 
-        from keras_attn_zoo.training.callbacks import sentencepiece_processor
+        from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
         self.path = pathlib.Path(path)
         self.beam_size = beam_size

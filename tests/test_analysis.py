@@ -13,6 +13,7 @@ import shutil
 import numpy as np
 import pytest
 
+from keras_attn_zoo.data.alignments import parse_pharaoh_line
 from keras_attn_zoo.evaluation import analysis
 from keras_attn_zoo.evaluation.attention import attention_maps
 from tests.conftest import load_recipe
@@ -63,7 +64,7 @@ def test_js_divergence_identical_is_zero_symmetric_and_bounded():
 
 
 def test_aer_perfect_disjoint_and_mixed():
-    gold = analysis.parse_pharaoh_line("0-0 1-1 2?1")
+    gold = parse_pharaoh_line("0-0 1-1 2?1")
     assert gold.sure == {(0, 0), (1, 1)}
     assert gold.possible == {(0, 0), (1, 1), (2, 1)}
     perfect = analysis.alignment_scores({(0, 0), (1, 1)}, gold)
@@ -93,11 +94,11 @@ def test_gold_file_errors_name_the_line(tmp_path):
         analysis.read_gold_alignments(short, pairs)
     outside = tmp_path / "outside.txt"
     outside.write_text("0-0\n2-0\n")
-    with pytest.raises(ValueError, match=r"outside.txt line 2: .*source word 2 is outside"):
+    with pytest.raises(ValueError, match=r"outside.txt line 2: link 2-0 is outside.*source word 2 does not exist"):
         analysis.read_gold_alignments(outside, pairs)
     target_outside = tmp_path / "target.txt"
     target_outside.write_text("0-2\n0-0\n")
-    with pytest.raises(ValueError, match=r"line 1: .*target word 2"):
+    with pytest.raises(ValueError, match=r"line 1: link 0-2 is outside.*target word 2"):
         analysis.read_gold_alignments(target_outside, pairs)
     with pytest.raises(ValueError, match=r"line 1: 'x-1' is not a Pharaoh link"):
         analysis.read_gold_alignments(["x-1", ""], pairs)
@@ -307,7 +308,7 @@ def test_analyze_rejects_bad_gold_files(analysis_setup, tmp_path):
     lines[2] = lines[2] + " 0-99"
     bad = tmp_path / "bad.txt"
     bad.write_text("\n".join(lines) + "\n")
-    with pytest.raises(SystemExit, match=r"bad.txt line 3: link '0-99': target word 99"):
+    with pytest.raises(SystemExit, match=r"bad.txt line 3: link 0-99 is outside the sentence pair: target word 99"):
         analyze.run(analyze.parse_args(
             ["--model", str(setup["base"]), "--out", str(tmp_path / "o"),
              "--gold-alignments", str(bad)] + _files_args(setup)))

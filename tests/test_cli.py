@@ -89,9 +89,9 @@ LONG_LINE = " ".join(["tree", "dogs", "cats", "bird"] * 375)  # 1,500 words, 7,4
 
 
 def _token_count(translator, text):
-    import sentencepiece
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
-    vocabulary = sentencepiece.SentencePieceProcessor(model_proto=translator.proto)
+    vocabulary = sentencepiece_processor(translator.proto)
     return len(vocabulary.encode(text)) + 1  # pieces + EOS
 
 

@@ -90,11 +90,11 @@ def test_position_table_is_ours():
 def test_scores_equal_teacher_forced_log_probs(norm_first, tmp_path, tiny_sentencepiece_model):
     """The strongest check: every token's log-prob, random weights, padded batch."""
     import keras
-    import sentencepiece
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
     from keras_attn_zoo.models import transformer
 
-    processor = sentencepiece.SentencePieceProcessor(model_file=str(tiny_sentencepiece_model))
+    processor = sentencepiece_processor(tiny_sentencepiece_model)
     random.seed(1)
     np.random.seed(1)
     model = transformer(processor.get_piece_size(), preset="tiny", norm_first=norm_first)
@@ -198,12 +198,11 @@ def test_export_from_run_directory(trained, tmp_path):
 
 
 def test_inexpressible_model_is_refused_and_nothing_written(tmp_path, tiny_sentencepiece_model):
-    import sentencepiece
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
     from keras_attn_zoo.models import build_model
 
-    size = sentencepiece.SentencePieceProcessor(
-        model_file=str(tiny_sentencepiece_model)).get_piece_size()
+    size = sentencepiece_processor(tiny_sentencepiece_model).get_piece_size()
     model = build_model("weighted_transformer", size, preset="tiny")
     with pytest.raises(ValueError, match="cannot be exported to CTranslate2"):
         export_ctranslate2(model, tiny_sentencepiece_model, tmp_path / "ct2")

@@ -111,7 +111,7 @@ def test_links_outside_the_pair_name_the_line():
         read_pharaoh(["0-0 1-1", "0-0 5-1", "0-0"], pairs=pairs)
     with pytest.raises(ValueError, match="line 3: .*'0-x'"):
         read_pharaoh(["0-0", "1-1", "0-x"])
-    with pytest.raises(ValueError, match="3 lines but there are 2"):
+    with pytest.raises(ValueError, match="3 lines but the data has 2"):
         read_pharaoh(["", "", ""], pairs=pairs[:2])
     with pytest.raises(ValueError, match="link 0-4 is outside"):
         eager_feasible(["a"], ["A"], [(0, 4)])

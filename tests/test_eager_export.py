@@ -56,9 +56,9 @@ def tokenizer(tiny_sentencepiece_model):
 
 @pytest.fixture(scope="module")
 def sentencepiece(tiny_sentencepiece_model):
-    import sentencepiece as spm
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
-    return spm.SentencePieceProcessor(model_file=str(tiny_sentencepiece_model))
+    return sentencepiece_processor(tiny_sentencepiece_model)
 
 
 @pytest.fixture(scope="module")

@@ -236,14 +236,14 @@ def test_predict_row_and_columnar_formats_agree_with_translate(server):
 # ---- say why, lose nothing --------------------------------------------------------
 
 def test_an_over_long_sentence_is_refused_with_the_models_reason(server, tiny_export):
-    import sentencepiece
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
     from keras_attn_zoo.export import latest_version
 
     text = " ".join(["tree", "dogs", "cats", "bird"] * 375)  # 1,500 words, 7,499 chars
     assert len(text) == 7_499
-    vocabulary = sentencepiece.SentencePieceProcessor(
-        model_file=str(latest_version(tiny_export) / "assets" / "vocab.model"))
+    vocabulary = sentencepiece_processor(
+        latest_version(tiny_export) / "assets" / "vocab.model")
     tokens = len(vocabulary.encode(text)) + 1  # pieces + EOS
     for method, body in ((":translate", {"text": ["dog", text]}),
                          (":predict", {"instances": ["dog", text]})):

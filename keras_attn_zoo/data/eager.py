@@ -61,6 +61,9 @@ from typing import Callable, Iterable, NamedTuple, Sequence
 
 import numpy as np
 
+from keras_attn_zoo.data.alignments import check_links
+from keras_attn_zoo.data.alignments import read_alignments
+from keras_attn_zoo.data.alignments import write_pharaoh
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID
 
 START_TOKEN = "<start>"
@@ -101,79 +104,9 @@ def eager_special_ids(sentencepiece_size: int) -> EagerSpecialIds:
 # ---- links ----------------------------------------------------------------------------------
 
 
-def _check_links(links, source_length, target_length, where=""):
-    for i, j in links:
-        if not (0 <= i < source_length and 0 <= j < target_length):
-            raise ValueError(
-                f"{where}link {i}-{j} is outside the sentence pair (the source has "
-                f"{source_length} tokens, valid i are 0..{source_length - 1}; the target "
-                f"has {target_length}, valid j are 0..{target_length - 1})."
-            )
-
-
-def parse_pharaoh_line(line: str, line_number: int | None = None,
-                       source_length: int | None = None,
-                       target_length: int | None = None) -> list[tuple[int, int]]:
-    """Parses one Pharaoh line ``"0-0 1-2 2-1"`` into ``[(i, j), ...]`` (source i, target j).
-
-    ``i?j`` (possible links of some gold sets) are read like ``i-j``. With
-    ``source_length``/``target_length`` the links are checked to lie inside the
-    pair; errors name ``line_number`` (1-based) when it is given.
-    """
-    where = f"line {line_number}: " if line_number is not None else ""
-    links = []
-    for item in line.split():
-        separator = "-" if "-" in item else "?"
-        parts = item.split(separator)
-        if len(parts) != 2 or not all(part.isdigit() for part in parts):
-            raise ValueError(f"{where}{item!r} is not a Pharaoh link 'i-j'.")
-        links.append((int(parts[0]), int(parts[1])))
-    if source_length is not None and target_length is not None:
-        _check_links(links, source_length, target_length, where)
-    return links
-
-
-def _token_list(tokens) -> list:
-    return tokens.split() if isinstance(tokens, str) else list(tokens)
-
-
 def read_pharaoh(lines_or_path, pairs: Sequence | None = None) -> list[list[tuple[int, int]]]:
-    """Reads Pharaoh alignments, one line per sentence pair.
-
-    Args:
-        lines_or_path: a file path or an iterable of lines.
-        pairs: optional ``(source_tokens, target_tokens)`` per line (token lists
-            or whitespace-tokenized strings) to check the links against.
-
-    Raises:
-        ValueError: naming the 1-based line number of a malformed link or of a
-            link outside its sentence pair, or when the number of lines differs
-            from the number of pairs.
-    """
-    if isinstance(lines_or_path, (str, os.PathLike)):
-        with open(lines_or_path, encoding="utf-8") as handle:
-            lines = handle.read().splitlines()
-    else:
-        lines = [line.rstrip("\n") for line in lines_or_path]
-    if pairs is not None and len(lines) != len(pairs):
-        raise ValueError(
-            f"The alignment has {len(lines)} lines but there are {len(pairs)} sentence pairs."
-        )
-    alignments = []
-    for index, line in enumerate(lines):
-        lengths = (None, None)
-        if pairs is not None:
-            source, target = pairs[index]
-            lengths = (len(_token_list(source)), len(_token_list(target)))
-        alignments.append(parse_pharaoh_line(line, index + 1, *lengths))
-    return alignments
-
-
-def write_pharaoh(alignments: Iterable[Iterable[tuple[int, int]]], path) -> None:
-    """Writes alignments as Pharaoh lines (the inverse of :func:`read_pharaoh`)."""
-    with open(path, "w", encoding="utf-8") as handle:
-        for links in alignments:
-            handle.write(" ".join(f"{i}-{j}" for i, j in links) + "\n")
+    """Links per line of a Pharaoh file (`data.alignments.read_alignments`), in file order."""
+    return [alignment.links for alignment in read_alignments(lines_or_path, pairs)]
 
 
 def monotone_links(source_length: int, target_length: int) -> list[tuple[int, int]]:
@@ -225,7 +158,7 @@ def eager_feasible(
     source = list(source_tokens)
     original_target = list(target_tokens)
     links = [(int(i), int(j)) for i, j in links]
-    _check_links(links, len(source), len(original_target))
+    check_links(links, len(source), len(original_target))
 
     # Walking the links in target order keeps every earlier target token in
     # place: insertions happen right before original token j, after all
@@ -340,7 +273,9 @@ def align_with_eflomal(pairs: Sequence, cache_dir, *, direction: str = "forward"
     """
     if direction not in ("forward", "reverse"):
         raise ValueError(f"direction must be 'forward' or 'reverse', got {direction!r}.")
-    token_pairs = [(_token_list(source), _token_list(target)) for source, target in pairs]
+    token_pairs = [(source.split() if isinstance(source, str) else list(source),
+                    target.split() if isinstance(target, str) else list(target))
+                   for source, target in pairs]
     for number, (source, target) in enumerate(token_pairs, 1):
         for token in list(source) + list(target):
             if any(character.isspace() for character in str(token)) or str(token) == "":
@@ -592,7 +527,6 @@ __all__ = [
     "make_eager_dataset",
     "make_eager_id_pairs",
     "monotone_links",
-    "parse_pharaoh_line",
     "read_pharaoh",
     "write_pharaoh",
 ]

@@ -208,3 +208,23 @@ def vocabulary_size(tokenizer) -> int:
 def sentencepiece_proto(tokenizer) -> bytes:
     """The serialized SentencePiece model of a tokenizer from :func:`load_tokenizer`."""
     return bytes(tokenizer.proto)
+
+
+def sentencepiece_processor(source):
+    """A `sentencepiece.SentencePieceProcessor` for host-side (Python) work.
+
+    `source`: a tokenizer from :func:`load_tokenizer`, a `.model` path, the
+    model's bytes, or a processor (returned as it is). The one place the zoo
+    builds a processor, for the callbacks, the exporters, the benchmarks and the tests.
+    """
+    import sentencepiece
+
+    if isinstance(source, sentencepiece.SentencePieceProcessor):
+        return source
+    if isinstance(source, bytes):
+        proto = source
+    elif isinstance(source, (str, os.PathLike)):
+        proto = pathlib.Path(source).read_bytes()
+    else:
+        proto = sentencepiece_proto(source)
+    return sentencepiece.SentencePieceProcessor(model_proto=proto)

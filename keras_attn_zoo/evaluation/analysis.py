@@ -32,12 +32,12 @@ callbacks feed it.
   precisions, in percent).
 """
 
-import dataclasses
 import math
-import os
-import pathlib
 
 import numpy as np
+
+from keras_attn_zoo.data.alignments import Alignment
+from keras_attn_zoo.data.alignments import read_alignments
 
 WORD_START = "\u2581"
 DEFAULT_BLEU_BOUNDARIES = (10, 20, 30, 40, 50)  # 6 buckets, as the GMM paper's Figure 7
@@ -199,82 +199,9 @@ def argmax_links(word_weights):
 # ---- gold alignments and AER ----------------------------------------------------------
 
 
-@dataclasses.dataclass
-class GoldAlignment:
-    """One sentence's gold links: `sure` within `possible` (sets of `(i, j)`)."""
-
-    sure: set
-    possible: set
-
-
-def parse_pharaoh_line(line, source_length=None, target_length=None, where=""):
-    """Parses `"0-0 1?2 ..."` into a `GoldAlignment` (`i-j` sure, `i?j` possible).
-
-    Sure links are also possible links. With lengths, indices outside
-    `[0, length)` are an error.
-
-    Raises:
-        ValueError: for a malformed link or an index outside the sentence;
-            the message starts with `where` (e.g. "gold.txt line 3: ").
-    """
-    sure, possible = set(), set()
-    for item in line.split():
-        separator = "-" if "-" in item else ("?" if "?" in item else None)
-        parts = item.split(separator) if separator else []
-        if len(parts) != 2 or not all(part.isdigit() for part in parts):
-            raise ValueError(
-                f"{where}{item!r} is not a Pharaoh link: expected 'i-j' (sure) or "
-                "'i?j' (possible) with 0-based word indices.")
-        link = (int(parts[0]), int(parts[1]))
-        if source_length is not None and not link[0] < source_length:
-            raise ValueError(
-                f"{where}link {item!r}: source word {link[0]} is outside the sentence, "
-                f"which has {source_length} source words (valid i: 0..{source_length - 1}).")
-        if target_length is not None and not link[1] < target_length:
-            raise ValueError(
-                f"{where}link {item!r}: target word {link[1]} is outside the sentence, "
-                f"which has {target_length} target words (valid j: 0..{target_length - 1}).")
-        possible.add(link)
-        if separator == "-":
-            sure.add(link)
-    return GoldAlignment(sure, possible)
-
-
 def read_gold_alignments(path_or_lines, pairs=None):
-    """Reads a gold alignment file, one Pharaoh line per sentence pair.
-
-    Args:
-        path_or_lines: a file path or a list of lines.
-        pairs: the `(source, target)` texts the lines belong to; word counts
-            are whitespace tokens. With them, the line count and every index
-            are checked.
-
-    Raises:
-        ValueError: naming the file and the 1-based line: a line count that
-            differs from the number of pairs, a malformed link, or an index
-            outside its sentence.
-    """
-    if isinstance(path_or_lines, (str, os.PathLike)):
-        name = str(path_or_lines)
-        lines = pathlib.Path(path_or_lines).read_text(encoding="utf-8").splitlines()
-    else:
-        name = "gold alignments"
-        lines = [line.rstrip("\r\n") for line in path_or_lines]
-    if pairs is not None and len(lines) != len(pairs):
-        first_bad = min(len(lines), len(pairs)) + 1
-        problem = (f"line {first_bad} has no sentence pair" if len(lines) > len(pairs)
-                   else f"line {first_bad} (for sentence pair {first_bad}) is missing")
-        raise ValueError(
-            f"{name} has {len(lines)} lines but the data has {len(pairs)} sentence pairs "
-            f"({problem}); give one alignment line per sentence pair.")
-    alignments = []
-    for number, line in enumerate(lines, start=1):
-        lengths = (None, None)
-        if pairs is not None:
-            source, target = pairs[number - 1]
-            lengths = (len(source.split()), len(target.split()))
-        alignments.append(parse_pharaoh_line(line, *lengths, where=f"{name} line {number}: "))
-    return alignments
+    """Gold links per sentence pair (`data.alignments.read_alignments`)."""
+    return read_alignments(path_or_lines, pairs)
 
 
 def alignment_counts(predicted, gold):
@@ -290,7 +217,7 @@ def alignment_scores(predicted, gold):
 
     Args:
         predicted: a set of `(i, j)` links, or a list of them (one per sentence).
-        gold: a `GoldAlignment`, or a list of them (same length).
+        gold: an `Alignment` (`data.alignments`), or a list of them (same length).
 
     Returns:
         `{"aer", "precision", "recall"}` as fractions in [0, 1] (corpus-level:
@@ -298,7 +225,7 @@ def alignment_scores(predicted, gold):
         `sure`, `predicted_and_sure`, `predicted_and_possible`. Precision is
         NaN with no predicted links, recall with no sure links.
     """
-    if isinstance(gold, GoldAlignment):
+    if isinstance(gold, Alignment):
         predicted, gold = [predicted], [gold]
     if len(predicted) != len(gold):
         raise ValueError(f"{len(predicted)} predicted alignments but {len(gold)} gold ones.")

@@ -168,9 +168,9 @@ def _feed_forward(spec, block):
 
 
 def _pieces(vocabulary_model_path):
-    import sentencepiece
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
-    processor = sentencepiece.SentencePieceProcessor(model_file=str(vocabulary_model_path))
+    processor = sentencepiece_processor(vocabulary_model_path)
     pieces = [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
     if tuple(pieces[:4]) != SPECIAL_PIECES:
         raise ValueError(
@@ -377,15 +377,14 @@ class CTranslate2Translator:
     def __init__(self, export_dir, device="cpu", compute_type="default", inter_threads=1,
                  intra_threads=0):
         import ctranslate2
-        import sentencepiece
+        from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
         self.export_dir = pathlib.Path(export_dir)
         info_path = self.export_dir / INFO_FILE
         self.info = (json.loads(info_path.read_text(encoding="utf-8"))
                      if info_path.is_file() else {})
         self.max_positions = int(self.info.get("max_positions", DEFAULT_MAX_POSITIONS))
-        self.processor = sentencepiece.SentencePieceProcessor(
-            model_file=str(self.export_dir / VOCABULARY_FILE))
+        self.processor = sentencepiece_processor(self.export_dir / VOCABULARY_FILE)
         self.translator = ctranslate2.Translator(
             str(self.export_dir), device=device, compute_type=compute_type,
             inter_threads=inter_threads, intra_threads=intra_threads)

@@ -46,27 +46,12 @@ import tensorflow as tf
 
 from keras_attn_zoo.data.vocabulary import BOS_ID
 from keras_attn_zoo.data.vocabulary import EOS_ID
+from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
 logger = logging.getLogger(__name__)
 
 
 # ---- shared helpers -------------------------------------------------------------------
-
-
-def sentencepiece_processor(tokenizer):
-    """A `sentencepiece.SentencePieceProcessor` from a keras-hub tokenizer, path or bytes."""
-    import sentencepiece
-
-    if isinstance(tokenizer, sentencepiece.SentencePieceProcessor):
-        return tokenizer
-    if isinstance(tokenizer, bytes):
-        proto = tokenizer
-    elif hasattr(tokenizer, "proto"):
-        proto = bytes(tokenizer.proto)
-    else:
-        with open(tokenizer, "rb") as handle:
-            proto = handle.read()
-    return sentencepiece.SentencePieceProcessor(model_proto=proto)
 
 
 def teacher_forcing_batch(processor, pairs):
