@@ -1,0 +1,26 @@
+"""The entry points start TensorFlow without its start-up noise, and keep real errors."""
+
+import subprocess
+import sys
+
+SCRIPT = """
+import os
+from keras_attn_zoo.runtime import quiet_startup_logs, start_tensorflow
+tf = start_tensorflow()
+with quiet_startup_logs():
+    os.write(2, b"I0000 cudart_stub.cc:31] Could not find cuda drivers\\n")
+    os.write(2, b"a real problem\\n")
+print(tf.reduce_sum(tf.constant([1, 2])).numpy())
+"""
+
+
+def test_start_tensorflow_drops_only_the_start_up_noise():
+    env = {key: value for key, value in __import__("os").environ.items()
+           if key != "TF_CPP_MIN_LOG_LEVEL"}
+    completed = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True,
+                               text=True, timeout=120, env=env)
+    assert completed.returncode == 0, completed.stderr
+    assert completed.stdout.strip() == "3"
+    assert "a real problem" in completed.stderr
+    for noise in ("cudart_stub", "cuInit", "absl::InitializeLog", "cpu_feature_guard"):
+        assert noise not in completed.stderr, completed.stderr
