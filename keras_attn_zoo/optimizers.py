@@ -21,8 +21,8 @@ parameters onto the simplex after each optimiser update. This module holds
   `port_branch_weight_schedule`. As a model option it is
   `attention_options["branch_weight_warmup_steps"]` (e.g. `recipes/
   train_wmt.py --model weighted_transformer --model-options
-  'attention_options={"branch_weight_warmup_steps": 400}'`), which
-  `Seq2SeqTransformer.wrap_optimizer` turns into a `BranchWeightAdam` with
+  'branch_weight_warmup_steps=400'`), which the `"branched_weighted"` kind's
+  `wrap_optimizer` hook turns into a `BranchWeightAdam` with
   `with_branch_weight_warmup`;
 * (`keras_attn_zoo.training.simplex.BranchWeightHistory`, a callback recording
   κ/α for plots, lives with the trainer.)
@@ -248,27 +248,16 @@ class BranchWeightAdam(BranchWeightLearningRate, keras.optimizers.Adam):
     """
 
 
-# The model option (a key of `Seq2SeqTransformer`'s `attention_options`).
+# The model option (under `attention_options["branched_weighted"]`).
 BRANCH_WEIGHT_WARMUP = "branch_weight_warmup_steps"
 
 
-def check_branch_weight_warmup(warmup_steps, variables):
-    """Refuses a κ/α warm-up that could not act, naming the option.
-
-    Args:
-        warmup_steps: the option's value (an int >= 1).
-        variables: the model's variables; at least one must be a κ/α
-            (`is_branch_weight`), else there is nothing to warm up.
-    """
+def check_branch_weight_warmup(warmup_steps):
+    """Refuses a κ/α warm-up that is not an int >= 1, naming the option."""
     if isinstance(warmup_steps, bool) or not isinstance(warmup_steps, int) or warmup_steps < 1:
         raise ValueError(
             f"attention_options[{BRANCH_WEIGHT_WARMUP!r}] must be an int >= 1 (the "
             f"port: 400), got {warmup_steps!r}.")
-    if not any(is_branch_weight(v) for v in variables):
-        raise ValueError(
-            f"attention_options[{BRANCH_WEIGHT_WARMUP!r}] sets the learning-rate "
-            "warm-up of the Weighted Transformer's κ/α, but this model has no "
-            "branched (κ/α) layers; use weighted_transformer or drop the option.")
 
 
 def with_branch_weight_warmup(optimizer, warmup_steps):
