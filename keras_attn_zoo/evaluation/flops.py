@@ -245,8 +245,7 @@ def model_family(config):
 def _config(model_or_config):
     if isinstance(model_or_config, dict):
         return model_or_config
-    config = getattr(model_or_config, "zoo_config", None)
-    return dict(config) if config is not None else model_or_config.get_config()
+    return dict(model_or_config.zoo_config)  # every zoo model keeps its arguments
 
 
 # ---- public API -----------------------------------------------------------------------
