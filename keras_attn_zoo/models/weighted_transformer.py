@@ -181,7 +181,7 @@ def weighted_transformer(
       `"projection"`); `"softmax"` is offered.
     * κ/α learning-rate warm-up of 400 steps (port):
       `branch_weight_warmup_steps=400`, applied by `wrap_optimizer`; see
-      `keras_attn_zoo.training.simplex.BranchWeightAdam` and
+      `keras_attn_zoo.optimizers.BranchWeightAdam` and
       `port_branch_weight_schedule`.
     * Branched slots: the seed text does not name them ("we replace the
       multi-head attention by multiple self-attention branches"). Default:
