@@ -137,7 +137,7 @@ def test_a_failing_monitor_switches_itself_off(tmp_path, tiny_sentencepiece_mode
     class Broken:
         zoo_config = {}
 
-        def cross_attention_weights(self, source_ids, target_ids):
+        def attention_maps(self, source_ids, target_ids):
             raise RuntimeError("no weights today")
 
     pairs = tiny_parallel_corpus[:2]

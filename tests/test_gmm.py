@@ -253,7 +253,8 @@ class TestModelContract(model_checks.ModelContract):
     def check_restored(self, model, restored):
         layer = restored.decoder_blocks[0].cross_attention
         assert isinstance(layer, GaussianMixtureCrossAttention)
-        assert layer.normalization == model.zoo_config["attention_options"]["normalization"]
+        assert layer.normalization == model.zoo_config["attention_options"][
+            "gaussian_mixture"]["normalization"]
 
 
 def test_beam_search_runs(model, batch):
@@ -318,7 +319,7 @@ def test_gmm_layers_only_change_the_chosen_layers(batch):
     assert kinds == [MultiHeadAttention, GaussianMixtureCrossAttention, MultiHeadAttention]
     assert gmm.count_params() - plain.count_params() == ffn_parameters(16, 4)
     assert gmm_transformer(VOCAB, gmm_layers=[-1], **kwargs).zoo_config[
-        "attention_options"]["gmm_layers"] == [2]
+        "attention_options"]["gaussian_mixture"]["gmm_layers"] == [2]
 
     gmm_weights = {v.path: v for v in gmm.weights}
     for variable in plain.weights:

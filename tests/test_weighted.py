@@ -17,11 +17,11 @@ from keras_attn_zoo.models.weighted_transformer import branched_layers
 from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 from keras_attn_zoo.training import Trainer
-from keras_attn_zoo.training.simplex import BranchWeightAdam
+from keras_attn_zoo.optimizers import BranchWeightAdam
+from keras_attn_zoo.optimizers import SimplexProjection
+from keras_attn_zoo.optimizers import port_branch_weight_schedule
+from keras_attn_zoo.optimizers import project_onto_simplex
 from keras_attn_zoo.training.simplex import BranchWeightHistory
-from keras_attn_zoo.training.simplex import SimplexProjection
-from keras_attn_zoo.training.simplex import port_branch_weight_schedule
-from keras_attn_zoo.training.simplex import project_onto_simplex
 from tests import model_checks
 
 VOCAB = 60
@@ -217,7 +217,8 @@ class TestModelContract(model_checks.ModelContract):
 
     def check_restored(self, model, restored):
         assert weighted_branch_weights(restored) == weighted_branch_weights(model)
-        projection = model.zoo_config["attention_options"]["weight_parameterization"]
+        projection = model.zoo_config["attention_options"][
+            "branched_weighted"]["weight_parameterization"]
         for layer in restored.encoder_blocks:
             constraint = layer.self_attention.kappa.constraint
             if projection == "projection":
@@ -254,7 +255,8 @@ def test_slots_and_feed_forwards_follow_the_kinds():
 def test_none_means_the_default_split_width_and_is_stored_as_a_keyword():
     p = TRANSFORMER_PRESETS["tiny"]
     model = weighted_transformer(VOCAB, preset="tiny", branch_intermediate_dim=None)
-    assert model.zoo_config["attention_options"]["branch_intermediate_dim"] == "split"
+    options = model.zoo_config["attention_options"]["branched_weighted"]
+    assert options["branch_intermediate_dim"] == "split"
     widths = {layer.get_config()["intermediate_dim"]
               for layer in branched_layers(model).values()}
     assert widths == {p["intermediate_dim"] // p["num_heads"]}
@@ -270,7 +272,8 @@ def default_branch_width(preset):
     p = TRANSFORMER_PRESETS[preset]
     default = inspect.signature(weighted_transformer).parameters[
         "branch_intermediate_dim"].default
-    return branch_width({**p, "attention_options": {"branch_intermediate_dim": default}})
+    return branch_width({**p, "attention_options": {
+        "branched_weighted": {"branch_intermediate_dim": default}}})
 
 
 def formula_parameters(vocabulary_size, preset, inner=None):

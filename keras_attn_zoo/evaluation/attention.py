@@ -1,7 +1,7 @@
 """Getting the attention weights out of every kind of zoo model.
 
 `attention_maps(model, source_ids, target_ids)` runs one teacher-forced pass
-and returns the model's attention as a dict of named float32 NumPy arrays
+(the model's `attention_maps` hook, see `ZooModel`) and returns the model's attention as a dict of named float32 NumPy arrays
 `[layers, batch, heads, queries, keys]`, or `None` for a model that has no
 attention weights (the eager translator). The names:
 
@@ -38,119 +38,18 @@ def _numpy(value):
     return np.asarray(ops.convert_to_numpy(value), dtype=np.float32)
 
 
-def _is_seq2seq_transformer(model):
-    from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
-
-    return isinstance(model, Seq2SeqTransformer)
-
-
 def has_attention(model):
     """Whether `attention_maps` can read attention weights from `model`."""
-    return (
-        _is_seq2seq_transformer(model)
-        or hasattr(model, "cross_attention_weights")
-        or hasattr(model, "attention_weights")
-    )
+    from keras_attn_zoo.models.zoo_model import ZooModel
 
-
-def _transformer_maps(model, source_ids, target_ids):
-    """Every block of a `Seq2SeqTransformer`, run eagerly, collecting weights.
-
-    Reuses the blocks' own residual plumbing (`_residual`, `_feed_forward_part`)
-    so pre-/post-norm and dropout-free inference are exactly the model's.
-    """
-    from keras import ops
-
-    from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
-    from keras_attn_zoo.layers.gaussian_mixture_cross_attention import (
-        GaussianMixtureCrossAttention,
-    )
-    from keras_attn_zoo.models.seq2seq_transformer import CROSS
-    from keras_attn_zoo.models.seq2seq_transformer import DECODER_SELF
-    from keras_attn_zoo.models.seq2seq_transformer import ENCODER_SELF
-
-    source_ids = ops.convert_to_tensor(source_ids, "int32")
-    target_ids = ops.convert_to_tensor(target_ids, "int32")
-    source_mask = padding_mask_from_ids(source_ids)
-    encoder_depth = len(model.encoder_blocks)
-    decoder_depth = len(model.decoder_blocks)
-
-    encoder_extra = model._stack_inputs(ENCODER_SELF, source_ids, encoder_depth)
-    x = model.embedding(source_ids, training=False)
-    encoder_weights = []
-    for block, extra in zip(model.encoder_blocks, encoder_extra):
-        extra = extra or {}
-        x, weights = block._residual(
-            x, block.self_attention_norm,
-            lambda h, block=block, extra=extra: block.self_attention(
-                h, context_mask=source_mask, training=False, return_attention=True,
-                **extra),
-            False,
-        )
-        x = block._feed_forward_part(x, False)
-        encoder_weights.append(_numpy(weights))
-    memory = model.encoder_final_norm(x) if model.encoder_final_norm is not None else x
-
-    self_extra = model._stack_inputs(DECODER_SELF, target_ids, decoder_depth)
-    cross_extra = model._stack_inputs(CROSS, target_ids, decoder_depth)
-    y = model.embedding(target_ids, training=False)
-    decoder_weights, cross_weights = [], []
-    gmm = {key: [] for key in GMM_KEYS}
-    any_gmm = False
-    for block, s_extra, c_extra in zip(model.decoder_blocks, self_extra, cross_extra):
-        s_extra, c_extra = s_extra or {}, c_extra or {}
-        y, weights = block._residual(
-            y, block.self_attention_norm,
-            lambda h, block=block, extra=s_extra: block.self_attention(
-                h, causal=True, training=False, return_attention=True, **extra),
-            False,
-        )
-        decoder_weights.append(_numpy(weights))
-        if isinstance(block.cross_attention, GaussianMixtureCrossAttention):
-            any_gmm = True
-            y, parts = block._residual(
-                y, block.cross_attention_norm,
-                lambda h, block=block, extra=c_extra: block.cross_attention(
-                    h, memory, context_mask=source_mask, training=False,
-                    return_components=True, **extra),
-                False,
-            )
-            cross_weights.append(_numpy(parts["fused"]))
-            gmm["cross_dot_product"].append(_numpy(parts["dot_product"]))
-            gmm["cross_mixture"].append(_numpy(parts["mixture"]))
-            gmm["gmm_gate"].append(_numpy(parts["gate"]))
-        else:
-            y, weights = block._residual(
-                y, block.cross_attention_norm,
-                lambda h, block=block, extra=c_extra: block.cross_attention(
-                    h, memory, context_mask=source_mask, training=False,
-                    return_attention=True, **extra),
-                False,
-            )
-            weights = _numpy(weights)
-            cross_weights.append(weights)
-            gmm["cross_dot_product"].append(np.full_like(weights, np.nan))
-            gmm["cross_mixture"].append(np.full_like(weights, np.nan))
-            gmm["gmm_gate"].append(np.full_like(weights[..., 0], np.nan))
-        y = block._feed_forward_part(y, False)
-
-    maps = {
-        "encoder_self": np.stack(encoder_weights),
-        "decoder_self": np.stack(decoder_weights),
-        "cross": np.stack(cross_weights),
-    }
-    if any_gmm:
-        maps.update({key: np.stack(values) for key, values in gmm.items()})
-    return maps
+    return type(model).attention_maps is not ZooModel.attention_maps
 
 
 def attention_maps(model, source_ids, target_ids):
     """Teacher-forced attention of `model`, or `None` if it has none.
 
     Args:
-        model: a zoo model (`Seq2SeqTransformer` family, `BahdanauRNN`,
-            `EagerLSTMTranslator`, or anything with `cross_attention_weights`
-            or `attention_weights(source_ids, target_ids)`).
+        model: a zoo model (its `attention_maps` hook).
         source_ids: int `[B, S]`: pieces then EOS, 0-padded.
         target_ids: int `[B, T]`: BOS then pieces, 0-padded (decoder input).
 
@@ -163,14 +62,10 @@ def attention_maps(model, source_ids, target_ids):
     >>> maps = attention_maps(model, source_ids, target_ids)
     >>> maps["cross"].shape          # (layers, batch, heads, T, S)
     """
-    if _is_seq2seq_transformer(model):
-        return _transformer_maps(model, source_ids, target_ids)
-    if hasattr(model, "cross_attention_weights"):
-        return {"cross": _numpy(model.cross_attention_weights(source_ids, target_ids))}
-    if hasattr(model, "attention_weights"):  # RNNsearch: [B, T, S]
-        weights = _numpy(model.attention_weights(source_ids, target_ids))
-        return {"cross": weights[None, :, None]}
-    return None
+    maps = model.attention_maps(source_ids, target_ids)
+    if not maps:
+        return None
+    return {name: _numpy(value) for name, value in maps.items()}
 
 
 def _softmax(logits, mask):
@@ -198,8 +93,12 @@ def ran_matrices(model, size=None):
     """
     from keras_attn_zoo.layers.recurrent_attention import RecurrentAttentionMatrices
 
+    from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
+
     result = {}
-    for slot, stack in getattr(model, "stack_layers", {}).items():
+    if not isinstance(model, Seq2SeqTransformer):
+        return result
+    for slot, stack in model.stack_layers.items():
         if not isinstance(stack, RecurrentAttentionMatrices):
             continue
         n = stack.max_length if size is None else min(int(size), stack.max_length)

@@ -22,7 +22,9 @@ Supported configs (``model.zoo_config`` or ``model.get_config()``):
   ``gaussian_mixture`` and ``branched_weighted``;
 * ``BahdanauRNN`` (RNNsearch) and ``EagerLSTMTranslator``.
 
-Per-kind terms, with ``d`` model width, ``f`` FFN width, ``h`` heads, ``d_k = d/h``,
+Each attention kind's record (``keras_attn_zoo.models.attention_kinds``) says what
+its layers compute beyond a plain attention; this module adds the terms up. Per-kind
+terms, with ``d`` model width, ``f`` FFN width, ``h`` heads, ``d_k = d/h``,
 ``V`` vocabulary, ``n`` a fixed-pattern model's ``max_length``, for one query token
 attending over ``K`` keys:
 
@@ -40,6 +42,8 @@ attending over ``K`` keys:
   ``2 d^2``, scores and sum ``4 K d``, the ``M = h`` branch FFNs ``M * 4 d f_b``
   and their alpha-weighted sum ``2 M d`` (the block then has no FFN of its own);
   ``f_b`` is ``weighted_transformer.branch_width(config)`` (default ``f / h``);
+* a kind registered elsewhere: its record's ``fixed_pattern``,
+  ``extra_query_flops``, ``stack_flops`` and ``uses_feed_forward``;
 * FFN ``4 d f``; tied output layer ``2 d V`` per target token.
 
 Decoding (incremental, with caches) is counted *ideally*: step ``t`` attends over
@@ -63,12 +67,18 @@ from __future__ import annotations
 import math
 import re
 
-# Kinds whose attention weights do not depend on the input (value + output
-# projections only).
-FIXED_PATTERN_KINDS = ("recurrent", "hard_coded_gaussian", "random_synthesizer")
-DOT_PRODUCT_KINDS = ("multi_head", "gaussian_mixture", "branched_weighted")
 BACKWARD_FACTOR = 2.0  # backward pass = 2 x forward pass
-GMM_DEFAULT_COMPONENTS = 4
+
+
+def _kinds():
+    """The attention-kind registry, every builder's kinds registered.
+
+    Imported here: the rest of this module runs without TensorFlow.
+    """
+    import keras_attn_zoo.models  # noqa: F401 (registers the builders' kinds)
+    from keras_attn_zoo.models import attention_kinds
+
+    return attention_kinds
 
 
 def matmul_flops(m, n, k):
@@ -84,54 +94,32 @@ def _attention_query_flops(kind, config, keys, slot):
     Excludes the key/value projections of cross-attention (per source token, see
     `_cross_source_flops`), includes self-attention's K/V projection of the token.
     """
-    d, h = config["model_dim"], config["num_heads"]
-    d_k = d // h
-    options = config.get("attention_options") or {}
-    if kind in FIXED_PATTERN_KINDS:
-        return matmul_flops(1, d, d) * 2 + matmul_flops(1, d, keys)
-    if kind not in DOT_PRODUCT_KINDS:
+    d = config["model_dim"]
+    kinds = _kinds()
+    if kind not in kinds.ATTENTION_KINDS:
         raise ValueError(f"No FLOP model for attention kind {kind!r}.")
-    cross = slot == "cross"
-    projections = (2 if cross else 4) * matmul_flops(1, d, d)  # Q, O (+ K, V)
-    attention = 2 * matmul_flops(1, d, keys)  # scores and weighted sum, all heads
-    flops = projections + attention
-    if kind == "gaussian_mixture":
-        components = int(options.get("num_components", GMM_DEFAULT_COMPONENTS))
-        hidden = 4 * matmul_flops(1, d_k, d_k)
-        outputs = 3 * matmul_flops(1, components, d_k) + matmul_flops(1, 1, d_k)
-        flops += h * (hidden + outputs)
-    if kind == "branched_weighted":
-        # The builder's own width rule, so the count follows its default.
-        # Imported here: the rest of this module runs without TensorFlow.
-        from keras_attn_zoo.models.weighted_transformer import branch_width
-
-        flops += h * 2 * branch_width(config) * d * 2  # M branch FFNs, 4 d f_b each
-        flops += matmul_flops(1, d, h)  # the alpha-weighted sum of the M branches
+    record = kinds.attention_kind(kind)
+    if record.fixed_pattern:
+        flops = matmul_flops(1, d, d) * 2 + matmul_flops(1, d, keys)
+    else:
+        cross = slot == "cross"
+        projections = (2 if cross else 4) * matmul_flops(1, d, d)  # Q, O (+ K, V)
+        attention = 2 * matmul_flops(1, d, keys)  # scores and weighted sum, all heads
+        flops = projections + attention
+    if record.extra_query_flops is not None:
+        flops += record.extra_query_flops(config, slot)
     return flops
 
 
-def _uses_feed_forward(kind):
-    return kind != "branched_weighted"
+def _block_kinds(config, side, index):
+    """The kinds filling block ``index`` of the encoder or decoder, by slot."""
+    kinds = _kinds()
+    slots = ("encoder_self",) if side == "encoder" else ("decoder_self", "cross")
+    return {slot: kinds.layer_kind(config, slot, index) for slot in slots}
 
 
-def _gmm_layers(config):
-    """Decoder layer indices whose cross-attention is a Gaussian mixture."""
-    depth = config["num_decoder_layers"]
-    if config.get("cross_attention") != "gaussian_mixture":
-        return set()
-    chosen = (config.get("attention_options") or {}).get("gmm_layers", "all")
-    if chosen == "all":
-        return set(range(depth))
-    if isinstance(chosen, int):
-        chosen = [chosen]
-    return {index % depth for index in chosen}
-
-
-def _cross_kind(config, layer_index):
-    kind = config.get("cross_attention", "multi_head")
-    if kind == "gaussian_mixture" and layer_index not in _gmm_layers(config):
-        return "multi_head"
-    return kind
+def _uses_feed_forward(config, block_kinds):
+    return _kinds().block_uses_feed_forward(config, block_kinds.values())
 
 
 def _ffn_flops(config):
@@ -144,39 +132,47 @@ def _cross_source_flops(config, kind):
     return 2 * matmul_flops(1, config["model_dim"], config["model_dim"])
 
 
-def _ran_stack_flops(config, slot_kind, depth):
-    """RAN's matrix refinement, once per forward pass (per batch)."""
-    if slot_kind != "recurrent":
-        return 0
-    n, h = config["max_length"], config["num_heads"]
-    transition = ((config.get("attention_options") or {}).get("recurrent") or {}).get(
-        "transition", "paper")
-    per_layer = h * matmul_flops(n, n, n) if transition == "paper" else (
-        h * (matmul_flops(n, 4 * n, n) + matmul_flops(n, n, 4 * n)))
-    return depth * per_layer
+def _stack_flops(config, slot, depth):
+    """A slot's stack layer (RAN's matrix refinement), once per forward pass."""
+    record = _kinds().attention_kind(_kinds().slot_kinds(config)[slot])
+    return record.stack_flops(config, slot, depth) if record.stack_flops else 0
+
+
+def _encoder_flops(config, tokens, source_length):
+    """Encoder forward FLOPs of ``tokens`` source tokens of length ``source_length``."""
+    total = 0
+    for index in range(config["num_encoder_layers"]):
+        block = _block_kinds(config, "encoder", index)
+        total += tokens * (
+            _attention_query_flops(block["encoder_self"], config, source_length,
+                                   "encoder_self")
+            + (_ffn_flops(config) if _uses_feed_forward(config, block) else 0))
+    return total
+
+
+def _decoder_query_flops(config, block, self_keys, source_length):
+    """One decoder block's forward FLOPs for one target token."""
+    return (_attention_query_flops(block["decoder_self"], config, self_keys,
+                                   "decoder_self")
+            + _attention_query_flops(block["cross"], config, source_length, "cross")
+            + (_ffn_flops(config) if _uses_feed_forward(config, block) else 0))
 
 
 def _transformer_forward(config, batch_size, source_length, target_length):
     d, vocab = config["model_dim"], config["vocabulary_size"]
-    enc_kind = config.get("encoder_self_attention", "multi_head")
-    dec_kind = config.get("decoder_self_attention", "multi_head")
     source_tokens = batch_size * source_length
     target_tokens = batch_size * target_length
-    encoder = config["num_encoder_layers"] * source_tokens * (
-        _attention_query_flops(enc_kind, config, source_length, "encoder_self")
-        + (_ffn_flops(config) if _uses_feed_forward(enc_kind) else 0))
+    encoder = _encoder_flops(config, source_tokens, source_length)
     decoder = 0
     for index in range(config["num_decoder_layers"]):
-        cross_kind = _cross_kind(config, index)
-        ffn = _uses_feed_forward(dec_kind) and _uses_feed_forward(cross_kind)
-        decoder += target_tokens * (
-            _attention_query_flops(dec_kind, config, target_length, "decoder_self")
-            + _attention_query_flops(cross_kind, config, source_length, "cross")
-            + (_ffn_flops(config) if ffn else 0))
-        decoder += source_tokens * _cross_source_flops(config, cross_kind)
+        block = _block_kinds(config, "decoder", index)
+        decoder += target_tokens * _decoder_query_flops(config, block, target_length,
+                                                        source_length)
+        decoder += source_tokens * _cross_source_flops(config, block["cross"])
     output = target_tokens * matmul_flops(1, vocab, d)
-    per_batch = (_ran_stack_flops(config, enc_kind, config["num_encoder_layers"])
-                 + _ran_stack_flops(config, dec_kind, config["num_decoder_layers"]))
+    per_batch = (_stack_flops(config, "encoder_self", config["num_encoder_layers"])
+                 + _stack_flops(config, "decoder_self", config["num_decoder_layers"])
+                 + _stack_flops(config, "cross", config["num_decoder_layers"]))
     return {"encoder": encoder, "decoder": decoder, "output": output,
             "per_batch": per_batch}
 
@@ -184,23 +180,14 @@ def _transformer_forward(config, batch_size, source_length, target_length):
 def _transformer_decoding(config, source_length, target_length):
     """Forward FLOPs of translating ONE sentence (one hypothesis) token by token."""
     d, vocab = config["model_dim"], config["vocabulary_size"]
-    enc_kind = config.get("encoder_self_attention", "multi_head")
-    dec_kind = config.get("decoder_self_attention", "multi_head")
-    encoder = config["num_encoder_layers"] * source_length * (
-        _attention_query_flops(enc_kind, config, source_length, "encoder_self")
-        + (_ffn_flops(config) if _uses_feed_forward(enc_kind) else 0))
+    encoder = _encoder_flops(config, source_length, source_length)
     steps = target_length + 1  # the tokens and the EOS step
     decoder = 0
     for index in range(config["num_decoder_layers"]):
-        cross_kind = _cross_kind(config, index)
-        ffn = _uses_feed_forward(dec_kind) and _uses_feed_forward(cross_kind)
-        decoder += source_length * _cross_source_flops(config, cross_kind)
+        block = _block_kinds(config, "decoder", index)
+        decoder += source_length * _cross_source_flops(config, block["cross"])
         for step in range(steps):
-            decoder += (_attention_query_flops(dec_kind, config, step + 1,
-                                               "decoder_self")
-                        + _attention_query_flops(cross_kind, config, source_length,
-                                                 "cross")
-                        + (_ffn_flops(config) if ffn else 0))
+            decoder += _decoder_query_flops(config, block, step + 1, source_length)
     output = steps * matmul_flops(1, vocab, d)
     return {"encoder": encoder, "decoder": decoder, "output": output}
 
@@ -258,8 +245,7 @@ def model_family(config):
 def _config(model_or_config):
     if isinstance(model_or_config, dict):
         return model_or_config
-    config = getattr(model_or_config, "zoo_config", None)
-    return dict(config) if config is not None else model_or_config.get_config()
+    return dict(model_or_config.zoo_config)  # every zoo model keeps its arguments
 
 
 # ---- public API -----------------------------------------------------------------------

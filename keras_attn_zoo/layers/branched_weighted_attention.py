@@ -4,7 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
-from keras_attn_zoo.training.simplex import SimplexProjection
+from keras_attn_zoo.optimizers import SimplexProjection
 
 PARAMETERIZATIONS = ("projection", "softmax")
 
@@ -38,7 +38,7 @@ class BranchedWeightedAttention(MultiHeadAttention):
       projection, Duchi et al. 2008). A projection can set a weight to exactly
       0, which stops the gradient of that branch's other parameters (and, for
       κ_i while FFN_i's biases are still 0, of κ_i itself; see
-      `keras_attn_zoo.training.simplex`). `min_branch_weight > 0` prevents
+      `keras_attn_zoo.optimizers`). `min_branch_weight > 0` prevents
       this (not in the paper).
     * `"softmax"`: κ = softmax(logits), α = softmax(logits), logits
       initialised to 0 (uniform); no constraint, weights never exactly 0.

@@ -98,7 +98,11 @@ class GaussianMixtureCrossAttention(MultiHeadAttention):
             means every position is real (`J = S`).
         causal: must be `False` (kept for the attention protocol).
         training: Python bool, enables dropout.
-        return_attention: also return gamma `[B, h, T, S]` (float32).
+        return_attention: also return gamma `[B, h, T, S]` (float32);
+            `"maps"` (the blocks' `ATTENTION_MAPS`) returns instead the dict
+            `{"weights": gamma, "cross_dot_product": alpha, "cross_mixture":
+            beta, "gmm_gate": gate}`, the names the model's `attention_maps`
+            reports.
         return_components: return `(output, components)` instead, with the
             float32 dict `gate` `[B, h, T]`, `dot_product` (alpha), `mixture`
             (beta) and `fused` (gamma) `[B, h, T, S]`, and `omega`, `mu`,
@@ -295,6 +299,11 @@ class GaussianMixtureCrossAttention(MultiHeadAttention):
         )
         if return_components:
             return output, components
+        if isinstance(return_attention, str) and return_attention == "maps":
+            return output, {"weights": components["fused"],
+                            "cross_dot_product": components["dot_product"],
+                            "cross_mixture": components["mixture"],
+                            "gmm_gate": components["gate"]}
         return (output, components["fused"]) if return_attention else output
 
     # ---- incremental decoding -------------------------------------------------

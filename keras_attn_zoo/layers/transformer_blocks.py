@@ -12,11 +12,35 @@ Any layer that follows the zoo's attention protocol plugs in:
 attention matrix) from the model to the attention layer without the block
 knowing about them. A layer that already contains its own feed-forward networks
 (the Weighted Transformer's branches) is used with `use_feed_forward=False`.
+
+Attention weights on request: the blocks' `call(..., return_attention=True)`
+returns `(x, maps)`, `maps` a dict of float32 tensors `[B, h, queries, keys]`:
+`"self"` (both blocks) and `"cross"` (decoder block), plus any extra maps a
+layer reports. A layer reports extras when called with `return_attention=
+ATTENTION_MAPS` by returning a dict `{"weights": [B, h, T, S], name: tensor}`
+instead of the weights tensor (the Gaussian-mixture layer's components); other
+layers treat the value as `True`.
 """
 
 import keras
 
 LAYER_NORM_EPSILON = 1e-6
+# The `return_attention` value that asks a layer for its extra maps too.
+ATTENTION_MAPS = "maps"
+
+
+def _attend(layer, return_attention, *args, **kwargs):
+    """`(output, maps or None)` of one attention layer call."""
+    if not return_attention:
+        return layer(*args, **kwargs), None
+    output, weights = layer(*args, return_attention=ATTENTION_MAPS, **kwargs)
+    return output, dict(weights) if isinstance(weights, dict) else {"weights": weights}
+
+
+def _named(maps, name):
+    """A layer's maps with its `"weights"` renamed to the slot `name`."""
+    maps = dict(maps)
+    return {name: maps.pop("weights"), **maps}
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
@@ -151,6 +175,8 @@ class TransformerEncoderBlock(_ResidualBlock):
         padding_mask: boolean `[B, S]`, `True` for real tokens.
         attention_inputs: dict of extra inputs for the attention layer.
         training: Python bool.
+        return_attention: also return `{"self": [B, h, S, S], ...}` (see the
+            module docstring).
     """
 
     def __init__(self, self_attention, intermediate_dim, **kwargs):
@@ -166,20 +192,18 @@ class TransformerEncoderBlock(_ResidualBlock):
         self._build_feed_forward(x_shape)
         self.built = True
 
-    def call(self, x, padding_mask=None, attention_inputs=None, training=None):
+    def call(self, x, padding_mask=None, attention_inputs=None, training=None,
+             return_attention=False):
         extra = attention_inputs or {}
-        x, _ = self._residual(
+        x, maps = self._residual(
             x,
             self.self_attention_norm,
-            lambda h: (
-                self.self_attention(
-                    h, context_mask=padding_mask, training=training, **extra
-                ),
-                None,
-            ),
+            lambda h: _attend(self.self_attention, return_attention, h,
+                              context_mask=padding_mask, training=training, **extra),
             training,
         )
-        return self._feed_forward_part(x, training)
+        x = self._feed_forward_part(x, training)
+        return (x, _named(maps, "self")) if return_attention else x
 
     def get_config(self):
         config = super().get_config()
@@ -205,7 +229,8 @@ class TransformerDecoderBlock(_ResidualBlock):
         memory_mask: boolean `[B, S]`, `True` for real source tokens.
         self_attention_inputs / cross_attention_inputs: extra inputs.
         training: Python bool.
-        return_attention: also return the cross-attention weights.
+        return_attention: also return `{"self": [B, h, T, T], "cross": [B, h,
+            T, S], ...}` (see the module docstring).
     """
 
     def __init__(self, self_attention, cross_attention, intermediate_dim, **kwargs):
@@ -240,30 +265,25 @@ class TransformerDecoderBlock(_ResidualBlock):
     ):
         self_extra = self_attention_inputs or {}
         cross_extra = cross_attention_inputs or {}
-        x, _ = self._residual(
+        x, self_maps = self._residual(
             x,
             self.self_attention_norm,
-            lambda h: (
-                self.self_attention(h, causal=True, training=training, **self_extra),
-                None,
-            ),
+            lambda h: _attend(self.self_attention, return_attention, h, causal=True,
+                              training=training, **self_extra),
             training,
         )
-        x, weights = self._residual(
+        x, cross_maps = self._residual(
             x,
             self.cross_attention_norm,
-            lambda h: self.cross_attention(
-                h,
-                memory,
-                context_mask=memory_mask,
-                training=training,
-                return_attention=True,
-                **cross_extra,
-            ),
+            lambda h: _attend(self.cross_attention, return_attention, h, memory,
+                              context_mask=memory_mask, training=training,
+                              **cross_extra),
             training,
         )
         x = self._feed_forward_part(x, training)
-        return (x, weights) if return_attention else x
+        if not return_attention:
+            return x
+        return x, {**_named(self_maps, "self"), **_named(cross_maps, "cross")}
 
     def initial_cache(self, batch_size, max_length, memory):
         return {

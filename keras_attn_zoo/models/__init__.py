@@ -12,7 +12,7 @@ from keras_attn_zoo.models.gmm_transformer import gmm_transformer
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.ran_transformer import ran_transformer
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
+from keras_attn_zoo.models.attention_kinds import register_attention_kind
 from keras_attn_zoo.models.transformer import transformer
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 

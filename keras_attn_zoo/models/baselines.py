@@ -14,15 +14,15 @@ from keras_attn_zoo.layers.hard_coded_gaussian_attention import (
 from keras_attn_zoo.layers.random_synthesizer_attention import (
     RandomSynthesizerAttention,
 )
+from keras_attn_zoo.models.attention_kinds import ENCODER_SELF
+from keras_attn_zoo.models.attention_kinds import SELF_SLOTS
+from keras_attn_zoo.models.attention_kinds import kind_options
+from keras_attn_zoo.models.attention_kinds import register_attention_kind
+from keras_attn_zoo.models.attention_kinds import reject_slot_overrides
+from keras_attn_zoo.models.attention_kinds import with_kind_options
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.presets import resolve_preset
-from keras_attn_zoo.models.ran_transformer import attention_kind_options
-from keras_attn_zoo.models.ran_transformer import reject_slot_overrides
-from keras_attn_zoo.models.ran_transformer import require_self_attention_slot
-from keras_attn_zoo.models.ran_transformer import with_kind_options
-from keras_attn_zoo.models.seq2seq_transformer import ENCODER_SELF
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
 from keras_attn_zoo.models.transformer import MODEL_ARGUMENTS
 
 HARD_CODED_KIND = "hard_coded_gaussian"
@@ -40,9 +40,7 @@ SYNTHESIZER_OPTION_DEFAULTS = {
 
 
 def _make_hard_coded(slot, layer_index, config):
-    require_self_attention_slot(HARD_CODED_KIND, slot)
-    options = attention_kind_options(config, HARD_CODED_KIND,
-                                     HARD_CODED_OPTION_DEFAULTS)
+    options = kind_options(config, HARD_CODED_KIND)
     side = "encoder" if slot == ENCODER_SELF else "decoder"
     return HardCodedGaussianAttention(
         num_heads=config["num_heads"],
@@ -56,9 +54,7 @@ def _make_hard_coded(slot, layer_index, config):
 
 
 def _make_synthesizer(slot, layer_index, config):
-    require_self_attention_slot(SYNTHESIZER_KIND, slot)
-    options = attention_kind_options(config, SYNTHESIZER_KIND,
-                                     SYNTHESIZER_OPTION_DEFAULTS)
+    options = kind_options(config, SYNTHESIZER_KIND)
     if config["max_length"] is None:
         raise ValueError(
             "The random synthesizer needs max_length (the size of its logit "
@@ -75,12 +71,16 @@ def _make_synthesizer(slot, layer_index, config):
     )
 
 
-register_attention_kind(HARD_CODED_KIND, _make_hard_coded)
-register_attention_kind(SYNTHESIZER_KIND, _make_synthesizer)
+# Fixed patterns: value and output projections only, no scores (FLOP counter).
+register_attention_kind(HARD_CODED_KIND, _make_hard_coded, slots=SELF_SLOTS,
+                        option_defaults=HARD_CODED_OPTION_DEFAULTS, fixed_pattern=True)
+register_attention_kind(SYNTHESIZER_KIND, _make_synthesizer, slots=SELF_SLOTS,
+                        option_defaults=SYNTHESIZER_OPTION_DEFAULTS, fixed_pattern=True)
 
 
 def _build(vocabulary_size, preset, kind, kind_options, max_length, name, overrides):
-    reject_slot_overrides(name, overrides, "both self-attentions use the baseline")
+    reject_slot_overrides(name, overrides, SELF_SLOTS,
+                          "both self-attentions use the baseline")
     overrides = with_kind_options(overrides, kind, kind_options)
     overrides.update(
         encoder_self_attention=kind, decoder_self_attention=kind,

@@ -2,7 +2,7 @@
 
 Importing this module registers the attention kind `"gaussian_mixture"`. It
 fills the decoder's cross-attention slot: blocks listed in the model's
-`attention_options["gmm_layers"]` (default `"all"`) get a
+`attention_options["gaussian_mixture"]["gmm_layers"]` (default `"all"`) get a
 `GaussianMixtureCrossAttention`, the others a plain `MultiHeadAttention`, so
 `gmm_layers=[4, 5]` reproduces the paper's "top 2 layers" row of Table 5.
 """
@@ -12,16 +12,19 @@ from keras_attn_zoo.layers.gaussian_mixture_cross_attention import (
     GaussianMixtureCrossAttention,
 )
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
+from keras_attn_zoo.models.attention_kinds import CROSS
+from keras_attn_zoo.models.attention_kinds import kind_options
+from keras_attn_zoo.models.attention_kinds import register_attention_kind
+from keras_attn_zoo.models.attention_kinds import reject_slot_overrides
+from keras_attn_zoo.models.attention_kinds import with_kind_options
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
-from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset
-from keras_attn_zoo.models.seq2seq_transformer import CROSS
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
+from keras_attn_zoo.models.transformer import MODEL_ARGUMENTS as TRANSFORMER_ARGUMENTS
 
 ATTENTION_KIND = "gaussian_mixture"
 
-# Keys of `attention_options` read by the kind (all optional).
+# Options of the kind, under `attention_options["gaussian_mixture"]`.
 OPTION_DEFAULTS = dict(
     num_components=4,
     normalization="approximate",
@@ -30,7 +33,7 @@ OPTION_DEFAULTS = dict(
     position_offset=0.5,
 )
 
-MODEL_ARGUMENTS = constructor_arguments(Seq2SeqTransformer, fixed={"cross_attention"})
+MODEL_ARGUMENTS = TRANSFORMER_ARGUMENTS - {"cross_attention"}
 
 
 def resolve_gmm_layers(gmm_layers, num_decoder_layers):
@@ -54,22 +57,25 @@ def resolve_gmm_layers(gmm_layers, num_decoder_layers):
     return sorted(resolved)
 
 
+def _layer_kind(config, slot, layer_index):
+    """The kind of cross-attention block `layer_index`: the mixture where
+    `gmm_layers` chose it, dot-product elsewhere."""
+    del slot
+    chosen = resolve_gmm_layers(kind_options(config, ATTENTION_KIND)["gmm_layers"],
+                                config["num_decoder_layers"])
+    return ATTENTION_KIND if layer_index in chosen else "multi_head"
+
+
 def make_gaussian_mixture(slot, layer_index, config):
     """`make_layer` of the `"gaussian_mixture"` kind (cross-attention slot only)."""
-    if slot != CROSS:
-        raise ValueError(
-            f"The {ATTENTION_KIND!r} attention kind is cross-attention only; it "
-            f"cannot fill the {slot!r} slot."
-        )
-    options = {**OPTION_DEFAULTS, **config["attention_options"]}
+    options = kind_options(config, ATTENTION_KIND)
     common = dict(
         num_heads=config["num_heads"],
         key_dim=config["model_dim"] // config["num_heads"],
         dropout=config["attention_dropout"],
         name=f"{slot}_attention_{layer_index}",
     )
-    chosen = resolve_gmm_layers(options["gmm_layers"], config["num_decoder_layers"])
-    if layer_index not in chosen:
+    if _layer_kind(config, slot, layer_index) != ATTENTION_KIND:
         return MultiHeadAttention(**common)
     return GaussianMixtureCrossAttention(
         num_components=options["num_components"],
@@ -80,7 +86,28 @@ def make_gaussian_mixture(slot, layer_index, config):
     )
 
 
-register_attention_kind(ATTENTION_KIND, make_gaussian_mixture)
+def _mixture_flops(config, slot):
+    """Per query token and head, four small FFNs `d_k -> d_k -> {K, K, K, 1}`."""
+    del slot
+    d_k = config["model_dim"] // config["num_heads"]
+    components = int(kind_options(config, ATTENTION_KIND)["num_components"])
+    hidden = 4 * 2 * d_k * d_k
+    outputs = 3 * 2 * components * d_k + 2 * d_k
+    return config["num_heads"] * (hidden + outputs)
+
+
+def _validate(options):
+    if options["normalization"] not in NORMALIZATIONS:
+        raise ValueError(
+            f"normalization must be one of {NORMALIZATIONS}, got "
+            f"{options['normalization']!r}."
+        )
+
+
+register_attention_kind(
+    ATTENTION_KIND, make_gaussian_mixture, slots=(CROSS,),
+    option_defaults=OPTION_DEFAULTS, extra_query_flops=_mixture_flops,
+    layer_kind=_layer_kind, validate=_validate)
 
 
 def gmm_transformer(
@@ -104,8 +131,10 @@ def gmm_transformer(
             top, e.g. `[-2, -1]` for the top two); the others keep
             dot-product attention.
         **overrides: any `Seq2SeqTransformer` argument except
-            `cross_attention`; `attention_options` may add `min_sigma` and
-            `position_offset` (see `GaussianMixtureCrossAttention`).
+            `cross_attention`; `attention_options={"gaussian_mixture": {...}}`
+            may add `min_sigma` and `position_offset` (see
+            `GaussianMixtureCrossAttention`); its entries win over the
+            keyword arguments above.
 
     Returns:
         A `Seq2SeqTransformer` whose cross-attention kind is
@@ -115,23 +144,17 @@ def gmm_transformer(
     Example:
     >>> model = gmm_transformer(8000, preset="tiny", gmm_layers=[-1])
     """
-    if "cross_attention" in overrides:
-        raise TypeError("gmm_transformer sets cross_attention itself; do not override it.")
+    reject_slot_overrides("gmm_transformer", overrides, (CROSS,),
+                          "the mixture fills the cross-attention")
     config = resolve_preset(TRANSFORMER_PRESETS, preset, overrides, MODEL_ARGUMENTS)
-    if normalization not in NORMALIZATIONS:
-        raise ValueError(
-            f"normalization must be one of {NORMALIZATIONS}, got {normalization!r}."
-        )
-    options = dict(config.get("attention_options") or {})
-    options.update(
-        num_components=int(num_components),
-        normalization=normalization,
+    _validate({"normalization": normalization})
+    config = with_kind_options(config, ATTENTION_KIND, {
+        "num_components": int(num_components),
+        "normalization": normalization,
         # Stored as a list (or "all") so the config survives a JSON round trip.
-        gmm_layers=gmm_layers if gmm_layers == "all" else resolve_gmm_layers(
-            gmm_layers, config["num_decoder_layers"]
-        ),
-    )
-    config["attention_options"] = options
+        "gmm_layers": gmm_layers if gmm_layers == "all" else resolve_gmm_layers(
+            gmm_layers, config["num_decoder_layers"]),
+    })
     config["cross_attention"] = ATTENTION_KIND
     config.setdefault("name", "gmm_transformer")
     return Seq2SeqTransformer(vocabulary_size, **config)

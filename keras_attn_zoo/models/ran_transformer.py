@@ -11,12 +11,15 @@ Kind options go under `attention_options["recurrent"]` (see
 
 from keras_attn_zoo.layers.recurrent_attention import RecurrentAttention
 from keras_attn_zoo.layers.recurrent_attention import RecurrentAttentionMatrices
+from keras_attn_zoo.models.attention_kinds import ENCODER_SELF
+from keras_attn_zoo.models.attention_kinds import SELF_SLOTS
+from keras_attn_zoo.models.attention_kinds import kind_options
+from keras_attn_zoo.models.attention_kinds import register_attention_kind
+from keras_attn_zoo.models.attention_kinds import reject_slot_overrides
+from keras_attn_zoo.models.attention_kinds import with_kind_options
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.presets import resolve_preset
-from keras_attn_zoo.models.seq2seq_transformer import CROSS
-from keras_attn_zoo.models.seq2seq_transformer import ENCODER_SELF
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
 from keras_attn_zoo.models.transformer import MODEL_ARGUMENTS
 
 RAN_KIND = "recurrent"
@@ -34,32 +37,8 @@ APPLY_TO = {
 }
 
 
-def attention_kind_options(config, kind, defaults):
-    """`defaults` updated with `config["attention_options"][kind]`.
-
-    Unknown option names are a `TypeError` that lists the valid ones.
-    """
-    given = dict((config.get("attention_options") or {}).get(kind) or {})
-    unknown = sorted(set(given) - set(defaults))
-    if unknown:
-        raise TypeError(
-            f"Unknown {kind!r} attention option(s) {unknown}; valid ones are "
-            f"{sorted(defaults)}."
-        )
-    return {**defaults, **given}
-
-
-def require_self_attention_slot(kind, slot):
-    if slot == CROSS:
-        raise ValueError(
-            f"The {kind!r} attention kind replaces self-attention only; use a "
-            "dot-product kind (e.g. 'multi_head') for cross-attention."
-        )
-
-
 def _make_recurrent(slot, layer_index, config):
-    require_self_attention_slot(RAN_KIND, slot)
-    options = attention_kind_options(config, RAN_KIND, RAN_OPTION_DEFAULTS)
+    options = kind_options(config, RAN_KIND)
     return RecurrentAttention(
         num_heads=config["num_heads"],
         key_dim=config["model_dim"] // config["num_heads"],
@@ -69,8 +48,7 @@ def _make_recurrent(slot, layer_index, config):
 
 
 def _make_recurrent_stack(slot, config):
-    require_self_attention_slot(RAN_KIND, slot)
-    options = attention_kind_options(config, RAN_KIND, RAN_OPTION_DEFAULTS)
+    options = kind_options(config, RAN_KIND)
     depth = config["num_encoder_layers" if slot == ENCODER_SELF else "num_decoder_layers"]
     return RecurrentAttentionMatrices(
         num_heads=config["num_heads"],
@@ -84,22 +62,19 @@ def _make_recurrent_stack(slot, config):
     )
 
 
-register_attention_kind(RAN_KIND, _make_recurrent, make_stack=_make_recurrent_stack)
+def _stack_flops(config, slot, depth):
+    """The matrices' refinement, per forward pass: `L` transitions of `2 h n^3`
+    (paper) or `16 h n^3` (the FFN transition)."""
+    del slot
+    n, h = config["max_length"], config["num_heads"]
+    if kind_options(config, RAN_KIND)["transition"] == "paper":
+        return depth * h * 2 * n * n * n
+    return depth * h * (2 * n * 4 * n * n + 2 * n * n * 4 * n)
 
 
-def with_kind_options(overrides, kind, options):
-    """Copies `overrides` with `options` as the defaults of `attention_options[kind]`."""
-    overrides = dict(overrides)
-    attention_options = dict(overrides.pop("attention_options", None) or {})
-    attention_options[kind] = {**options, **(attention_options.get(kind) or {})}
-    overrides["attention_options"] = attention_options
-    return overrides
-
-
-def reject_slot_overrides(builder, overrides, hint):
-    fixed = sorted({"encoder_self_attention", "decoder_self_attention"} & set(overrides))
-    if fixed:
-        raise TypeError(f"{builder}() sets {fixed} itself; {hint}.")
+register_attention_kind(
+    RAN_KIND, _make_recurrent, make_stack=_make_recurrent_stack, slots=SELF_SLOTS,
+    option_defaults=RAN_OPTION_DEFAULTS, fixed_pattern=True, stack_flops=_stack_flops)
 
 
 def ran_transformer(
@@ -151,7 +126,8 @@ def ran_transformer(
         raise ValueError(
             f"Unknown apply_to={apply_to!r}; choose one of {sorted(APPLY_TO)}."
         )
-    reject_slot_overrides("ran_transformer", overrides, "choose them with apply_to")
+    reject_slot_overrides("ran_transformer", overrides, SELF_SLOTS,
+                          "choose them with apply_to")
     encoder_kind, decoder_kind = APPLY_TO[apply_to]
     overrides = with_kind_options(
         overrides,

@@ -10,7 +10,7 @@ same layer objects, so `keras_attn_zoo.decoding` and the exporter can drive it:
 * `decode_step(token, step, state) -> (logits, state)`
 
 The variants differ only in which attention layer sits in which slot; a slot is
-filled by an *attention kind* from `ATTENTION_KINDS` (see
+filled by an *attention kind* from the registry (`models.attention_kinds`,
 `register_attention_kind`), so no block code is copied between variants.
 
 A kind may also own one *stack layer* per slot: a layer computed once per
@@ -19,56 +19,87 @@ recurrently refined attention matrices). It is called on the slot's token ids
 and returns one dict of extra attention inputs per block. While decoding, the
 decoder stacks' outputs are computed once in `initial_state` and kept under
 `state["shared"]`, which the searches never tile or reorder.
+
+One forward pass: `_encoder_pass` and `_decoder_pass` build the functional
+graph and serve `encode` and `attention_maps`; `decode_step` runs the same
+blocks one position at a time.
 """
 
+import types
+
 import keras
+import numpy as np
 from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
 from keras_attn_zoo.layers.embedding import SharedEmbedding
-from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.layers.transformer_blocks import LAYER_NORM_EPSILON
 from keras_attn_zoo.layers.transformer_blocks import TransformerDecoderBlock
 from keras_attn_zoo.layers.transformer_blocks import TransformerEncoderBlock
+from keras_attn_zoo.models import attention_kinds
+from keras_attn_zoo.models.attention_kinds import CROSS
+from keras_attn_zoo.models.attention_kinds import DECODER_SELF
+from keras_attn_zoo.models.attention_kinds import ENCODER_SELF
 from keras_attn_zoo.models.zoo_model import ZooModel
-from keras_attn_zoo.training.simplex import BRANCH_WEIGHT_WARMUP
-from keras_attn_zoo.training.simplex import check_branch_weight_warmup
-from keras_attn_zoo.training.simplex import with_branch_weight_warmup
-
-# Slots an attention kind can fill.
-ENCODER_SELF = "encoder_self"
-DECODER_SELF = "decoder_self"
-CROSS = "cross"
-
-ATTENTION_KINDS = {}
-STACK_KINDS = {}
 
 
-def register_attention_kind(name, make_layer, uses_feed_forward=True, make_stack=None):
-    """Registers `make_layer(slot, layer_index, config) -> keras Layer`.
-
-    `config` is the model's constructor arguments (a dict), so a kind can read
-    the model width, heads, dropout and its own `attention_options`.
-    `uses_feed_forward=False` for layers that contain their own FFNs.
-    `make_stack(slot, config) -> keras Layer` (optional) builds the slot's
-    stack layer: `stack_layer(ids)` returns a list with one dict of extra
-    inputs per block, passed to the attention layer's `call` and `step`.
-    """
-    ATTENTION_KINDS[name] = (make_layer, uses_feed_forward)
-    if make_stack is not None:
-        STACK_KINDS[name] = make_stack
+def _stack_inputs(parts, slot, ids, depth):
+    """The slot's stack-layer outputs, one dict per block (None without a stack)."""
+    if slot in parts.stack_layers:
+        return parts.stack_layers[slot](ids)
+    return [None] * depth
 
 
-def _make_multi_head(slot, layer_index, config):
-    return MultiHeadAttention(
-        num_heads=config["num_heads"],
-        key_dim=config["model_dim"] // config["num_heads"],
-        dropout=config["attention_dropout"],
-        name=f"{slot}_attention_{layer_index}",
-    )
+def _encoder_pass(parts, source_ids, training=None, return_attention=False):
+    """`(memory, source mask, maps)`: the encoder; `maps` one dict per block."""
+    mask = padding_mask_from_ids(source_ids)
+    extra = _stack_inputs(parts, ENCODER_SELF, source_ids, len(parts.encoder_blocks))
+    x = parts.embedding(source_ids, training=training)
+    maps = []
+    for block, block_extra in zip(parts.encoder_blocks, extra):
+        x = block(x, padding_mask=mask, attention_inputs=block_extra,
+                  training=training, return_attention=return_attention)
+        if return_attention:
+            x, block_maps = x
+            maps.append(block_maps)
+    if parts.encoder_final_norm is not None:
+        x = parts.encoder_final_norm(x)
+    return x, mask, maps
 
 
-register_attention_kind("multi_head", _make_multi_head)
+def _decoder_pass(parts, target_ids, memory, memory_mask, training=None,
+                  return_attention=False):
+    """`(decoder output before the logits, maps)`: the teacher-forced decoder."""
+    depth = len(parts.decoder_blocks)
+    self_extra = _stack_inputs(parts, DECODER_SELF, target_ids, depth)
+    cross_extra = _stack_inputs(parts, CROSS, target_ids, depth)
+    y = parts.embedding(target_ids, training=training)
+    maps = []
+    for block, s_extra, c_extra in zip(parts.decoder_blocks, self_extra, cross_extra):
+        y = block(y, memory, memory_mask=memory_mask, self_attention_inputs=s_extra,
+                  cross_attention_inputs=c_extra, training=training,
+                  return_attention=return_attention)
+        if return_attention:
+            y, block_maps = y
+            maps.append(block_maps)
+    if parts.decoder_final_norm is not None:
+        y = parts.decoder_final_norm(y)
+    return y, maps
+
+
+def _stack_maps(per_block, rename):
+    """Per-block map dicts -> `{name: float32 [L, ...]}`; a map that some
+    blocks lack (GMM's components where a block has no mixture) is NaN there."""
+    arrays = [{rename.get(name, name): np.asarray(ops.convert_to_numpy(value),
+                                                  np.float32)
+               for name, value in maps.items()} for maps in per_block]
+    names = list(dict.fromkeys(name for maps in arrays for name in maps))
+    result = {}
+    for name in names:
+        shape = next(maps[name].shape for maps in arrays if name in maps)
+        result[name] = np.stack([maps.get(name, np.full(shape, np.nan, np.float32))
+                                 for maps in arrays])
+    return result
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
@@ -88,12 +119,13 @@ class Seq2SeqTransformer(ZooModel):
         attention_dropout: dropout on attention weights.
         norm_first: pre-norm instead of the paper's post-norm.
         encoder_self_attention, decoder_self_attention, cross_attention:
-            attention kind names (see `ATTENTION_KINDS`).
-        attention_options: dict of kind-specific options. One is read by the
-            model itself, at training time: `"branch_weight_warmup_steps"`
-            (int), the public port's κ/α learning-rate warm-up for models
-            with branched (Weighted Transformer) layers, applied by
-            `wrap_optimizer`; refused for a model without such layers.
+            attention kind names (see `models.attention_kinds`).
+        attention_options: options per kind name, e.g. `{"gaussian_mixture":
+            {"num_components": 4}}`; the kinds' defaults fill the rest and the
+            model keeps the full dict in its config. (A flat dict, whose keys
+            are options of one of the model's kinds, is still read.) Some
+            options act at training time through `wrap_optimizer`, e.g. the
+            Weighted Transformer's `"branch_weight_warmup_steps"`.
         max_length: longest sequence the model accepts (`None`: no limit;
             fixed-size mechanisms such as RAN require one).
         alignment_layer: decoder layer whose head-averaged cross-attention
@@ -140,16 +172,31 @@ class Seq2SeqTransformer(ZooModel):
             max_length=max_length,
             alignment_layer=alignment_layer,
         )
-        for kind in (encoder_self_attention, decoder_self_attention, cross_attention):
-            if kind not in ATTENTION_KINDS:
-                raise ValueError(
-                    f"Unknown attention kind {kind!r}; registered kinds are "
-                    f"{sorted(ATTENTION_KINDS)}."
-                )
+        slot_kinds = attention_kinds.slot_kinds(config)
+        for slot, kind in slot_kinds.items():
+            attention_kinds.check_slot(kind, slot)
+        used = set(slot_kinds.values())
+        nested = attention_kinds.nest_options(config["attention_options"], used)
+        unused = sorted(set(nested) - used)
+        if unused:
+            raise ValueError(
+                f"attention_options has options for {unused}, which this model does "
+                f"not use (its kinds: {sorted(used)})."
+            )
+        config["attention_options"] = {
+            kind: attention_kinds.kind_options({**config, "attention_options": nested},
+                                               kind)
+            for kind in sorted(used)
+            if attention_kinds.attention_kind(kind).option_defaults or kind in nested
+        }
+        for kind in used:
+            record = attention_kinds.attention_kind(kind)
+            if record.validate is not None:
+                record.validate(attention_kinds.kind_options(config, kind))
 
-        def attention(slot, kind, index):
-            make_layer, _ = ATTENTION_KINDS[kind]
-            return make_layer(slot, index, config)
+        def attention(slot, index):
+            record = attention_kinds.attention_kind(slot_kinds[slot])
+            return record.make_layer(slot, index, config)
 
         block_args = dict(
             intermediate_dim=intermediate_dim, dropout=dropout, norm_first=norm_first
@@ -159,8 +206,9 @@ class Seq2SeqTransformer(ZooModel):
         )
         encoder_blocks = [
             TransformerEncoderBlock(
-                attention(ENCODER_SELF, encoder_self_attention, i),
-                use_feed_forward=ATTENTION_KINDS[encoder_self_attention][1],
+                attention(ENCODER_SELF, i),
+                use_feed_forward=attention_kinds.block_uses_feed_forward(
+                    config, [encoder_self_attention]),
                 name=f"encoder_block_{i}",
                 **block_args,
             )
@@ -168,27 +216,20 @@ class Seq2SeqTransformer(ZooModel):
         ]
         decoder_blocks = [
             TransformerDecoderBlock(
-                attention(DECODER_SELF, decoder_self_attention, i),
-                attention(CROSS, cross_attention, i),
-                use_feed_forward=(
-                    ATTENTION_KINDS[decoder_self_attention][1]
-                    and ATTENTION_KINDS[cross_attention][1]
-                ),
+                attention(DECODER_SELF, i),
+                attention(CROSS, i),
+                use_feed_forward=attention_kinds.block_uses_feed_forward(
+                    config, [decoder_self_attention, cross_attention]),
                 name=f"decoder_block_{i}",
                 **block_args,
             )
             for i in range(num_decoder_layers)
         ]
-        slot_kinds = {
-            ENCODER_SELF: encoder_self_attention,
-            DECODER_SELF: decoder_self_attention,
-            CROSS: cross_attention,
-        }
-        stack_layers = {
-            slot: STACK_KINDS[kind](slot, config)
-            for slot, kind in slot_kinds.items()
-            if kind in STACK_KINDS
-        }
+        stack_layers = {}
+        for slot, kind in slot_kinds.items():
+            make_stack = attention_kinds.attention_kind(kind).make_stack
+            if make_stack is not None:
+                stack_layers[slot] = make_stack(slot, config)
         final_norms = {
             side: keras.layers.LayerNormalization(
                 epsilon=LAYER_NORM_EPSILON, name=f"{side}_final_norm"
@@ -198,33 +239,17 @@ class Seq2SeqTransformer(ZooModel):
             for side in ("encoder", "decoder")
         }
 
+        parts = types.SimpleNamespace(
+            embedding=embedding, encoder_blocks=encoder_blocks,
+            decoder_blocks=decoder_blocks, stack_layers=stack_layers,
+            encoder_final_norm=final_norms["encoder"],
+            decoder_final_norm=final_norms["decoder"],
+        )
         # Functional graph (teacher forcing).
         source_ids = keras.Input(shape=(None,), dtype="int32", name="source_ids")
         target_ids = keras.Input(shape=(None,), dtype="int32", name="target_ids")
-        source_mask = padding_mask_from_ids(source_ids)
-
-        def stack_inputs(slot, ids, depth):
-            if slot in stack_layers:
-                return stack_layers[slot](ids)
-            return [None] * depth
-
-        encoder_extra = stack_inputs(ENCODER_SELF, source_ids, num_encoder_layers)
-        x = embedding(source_ids)
-        for block, extra in zip(encoder_blocks, encoder_extra):
-            x = block(x, padding_mask=source_mask, attention_inputs=extra)
-        memory = final_norms["encoder"](x) if norm_first else x
-        decoder_extra = stack_inputs(DECODER_SELF, target_ids, num_decoder_layers)
-        cross_extra = stack_inputs(CROSS, target_ids, num_decoder_layers)
-        y = embedding(target_ids)
-        for block, self_extra, cross_extra_i in zip(
-            decoder_blocks, decoder_extra, cross_extra
-        ):
-            y = block(
-                y, memory, memory_mask=source_mask,
-                self_attention_inputs=self_extra, cross_attention_inputs=cross_extra_i,
-            )
-        if norm_first:
-            y = final_norms["decoder"](y)
+        memory, source_mask, _ = _encoder_pass(parts, source_ids)
+        y, _ = _decoder_pass(parts, target_ids, memory, source_mask)
         logits = embedding.logits(y)
         super().__init__(
             inputs={"source_ids": source_ids, "target_ids": target_ids},
@@ -239,17 +264,16 @@ class Seq2SeqTransformer(ZooModel):
         self.encoder_final_norm = final_norms["encoder"]
         self.decoder_final_norm = final_norms["decoder"]
         self.stack_layers = stack_layers
-        warmup = config["attention_options"].get(BRANCH_WEIGHT_WARMUP)
-        if warmup is not None:
-            # Now, not at training time: the κ/α exist once the graph is built.
-            check_branch_weight_warmup(warmup, self.weights)
 
     def wrap_optimizer(self, optimizer):
-        """`optimizer`, or with `branch_weight_warmup_steps` its `BranchWeightAdam`."""
-        warmup = self.zoo_config["attention_options"].get(BRANCH_WEIGHT_WARMUP)
-        if warmup is None:
-            return optimizer
-        return with_branch_weight_warmup(optimizer, warmup)
+        """`optimizer` as each of the model's kinds wants it (the Weighted
+        Transformer's `branch_weight_warmup_steps`: a `BranchWeightAdam`)."""
+        for kind in sorted(set(attention_kinds.slot_kinds(self.zoo_config).values())):
+            record = attention_kinds.attention_kind(kind)
+            if record.wrap_optimizer is not None:
+                optimizer = record.wrap_optimizer(
+                    optimizer, attention_kinds.kind_options(self.zoo_config, kind))
+        return optimizer
 
     # ---- step protocol ----------------------------------------------------------
 
@@ -258,23 +282,11 @@ class Seq2SeqTransformer(ZooModel):
         """Decoder positions this model has (EOS included); None: unlimited."""
         return self.zoo_config["max_length"]
 
-    def _stack_inputs(self, slot, ids, depth):
-        if slot in self.stack_layers:
-            return self.stack_layers[slot](ids)
-        return [None] * depth
-
     def encode(self, source_ids, training=False):
         """Runs the encoder. Returns `{"memory": [B, S, d], "memory_mask": [B, S]}`."""
         source_ids = ops.convert_to_tensor(source_ids, "int32")
-        mask = padding_mask_from_ids(source_ids)
-        extra = self._stack_inputs(ENCODER_SELF, source_ids, len(self.encoder_blocks))
-        x = self.embedding(source_ids, training=training)
-        for block, block_extra in zip(self.encoder_blocks, extra):
-            x = block(x, padding_mask=mask, attention_inputs=block_extra,
-                      training=training)
-        if self.encoder_final_norm is not None:
-            x = self.encoder_final_norm(x)
-        return {"memory": x, "memory_mask": mask}
+        memory, mask, _ = _encoder_pass(self, source_ids, training=training)
+        return {"memory": memory, "memory_mask": mask}
 
     def initial_state(self, memory, max_length):
         """Caches for `max_length` decoding steps; every leaf is batch-first."""
@@ -290,7 +302,7 @@ class Seq2SeqTransformer(ZooModel):
             ],
             "attention": ops.zeros(ops.shape(memory["memory_mask"]), "float32"),
             "shared": {
-                slot: self._stack_inputs(slot, dummy_target, depth)
+                slot: _stack_inputs(self, slot, dummy_target, depth)
                 for slot in (DECODER_SELF, CROSS)
                 if slot in self.stack_layers
             },
@@ -324,21 +336,23 @@ class Seq2SeqTransformer(ZooModel):
             "shared": shared,
         }
 
+    def attention_maps(self, source_ids, target_ids):
+        """One teacher-forced pass's attention, `{name: float32 [L, B, h, T, S]}`.
+
+        `"encoder_self"`, `"decoder_self"`, `"cross"` and any extra maps the
+        layers report (GMM: `"cross_dot_product"`, `"cross_mixture"`,
+        `"gmm_gate"` `[L, B, h, T]`, NaN in blocks without a mixture); see
+        `keras_attn_zoo.evaluation.attention` for their meaning.
+        """
+        source_ids = ops.convert_to_tensor(source_ids, "int32")
+        target_ids = ops.convert_to_tensor(target_ids, "int32")
+        memory, mask, encoder_maps = _encoder_pass(
+            self, source_ids, training=False, return_attention=True)
+        _, decoder_maps = _decoder_pass(
+            self, target_ids, memory, mask, training=False, return_attention=True)
+        return {**_stack_maps(encoder_maps, {"self": "encoder_self"}),
+                **_stack_maps(decoder_maps, {"self": "decoder_self"})}
+
     def cross_attention_weights(self, source_ids, target_ids):
         """Teacher-forced cross-attention of every decoder layer, `[L, B, h, T, S]`."""
-        memory = self.encode(source_ids)
-        target_ids = ops.convert_to_tensor(target_ids, "int32")
-        depth = len(self.decoder_blocks)
-        self_extra = self._stack_inputs(DECODER_SELF, target_ids, depth)
-        cross_extra = self._stack_inputs(CROSS, target_ids, depth)
-        y = self.embedding(target_ids)
-        weights = []
-        for i, block in enumerate(self.decoder_blocks):
-            y, w = block(
-                y, memory["memory"], memory_mask=memory["memory_mask"],
-                self_attention_inputs=self_extra[i],
-                cross_attention_inputs=cross_extra[i],
-                return_attention=True,
-            )
-            weights.append(w)
-        return ops.stack(weights)
+        return self.attention_maps(source_ids, target_ids)["cross"]

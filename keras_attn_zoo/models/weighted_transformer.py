@@ -16,12 +16,13 @@ holds the branch FFNs). `Seq2SeqTransformer` gives an encoder block
   above). `branched_slots=("decoder_self",)` alone therefore gives
   self-attention branches + plain cross-attention with no FFN after it.
 
-Kind options, read from the model's `attention_options`:
+Kind options, under the model's `attention_options["branched_weighted"]`:
 `branch_intermediate_dim` (see `branch_width`: `"split"`, the default, gives
 each branch `intermediate_dim // num_heads`; `"full"` gives each branch the
 whole `intermediate_dim`; or an int), `weight_parameterization`
 (`"projection"` or `"softmax"`), `min_branch_weight`,
-`branch_feed_forward_dropout`.
+`branch_feed_forward_dropout`, `branch_weight_warmup_steps` (the port's κ/α
+learning-rate warm-up, applied through the kind's `wrap_optimizer` hook).
 
 Branch FFN width, and why `"split"` is the default: the paper compares the
 Weighted Transformer with the Transformer at about the same size. Its text in
@@ -48,36 +49,31 @@ the layers its config builds: build the model with
 import numbers
 
 from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
+from keras_attn_zoo.models.attention_kinds import CROSS
+from keras_attn_zoo.models.attention_kinds import DECODER_SELF
+from keras_attn_zoo.models.attention_kinds import ENCODER_SELF
+from keras_attn_zoo.models.attention_kinds import SLOT_ARGUMENTS as _SLOT_ARGUMENTS
+from keras_attn_zoo.models.attention_kinds import SLOTS
+from keras_attn_zoo.models.attention_kinds import kind_options
+from keras_attn_zoo.models.attention_kinds import register_attention_kind
+from keras_attn_zoo.models.attention_kinds import reject_slot_overrides
+from keras_attn_zoo.models.attention_kinds import with_kind_options
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
-from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset
-from keras_attn_zoo.models.seq2seq_transformer import CROSS
-from keras_attn_zoo.models.seq2seq_transformer import DECODER_SELF
-from keras_attn_zoo.models.seq2seq_transformer import ENCODER_SELF
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
-from keras_attn_zoo.models.seq2seq_transformer import register_attention_kind
+from keras_attn_zoo.models.transformer import MODEL_ARGUMENTS as TRANSFORMER_ARGUMENTS
+from keras_attn_zoo.optimizers import BRANCH_WEIGHT_WARMUP
+from keras_attn_zoo.optimizers import check_branch_weight_warmup
+from keras_attn_zoo.optimizers import with_branch_weight_warmup
 
 KIND = "branched_weighted"
-SLOTS = (ENCODER_SELF, DECODER_SELF, CROSS)
 # The public port's choice. The seed text only says the multi-head attention
 # is replaced by branches (each with its FFN); this is the one layout in which
 # every branched layer takes the place of a Transformer attention + FFN pair
 # (in the decoder the FFN follows the encoder-decoder attention).
 DEFAULT_BRANCHED_SLOTS = (ENCODER_SELF, CROSS)
 
-_SLOT_ARGUMENTS = {
-    ENCODER_SELF: "encoder_self_attention",
-    DECODER_SELF: "decoder_self_attention",
-    CROSS: "cross_attention",
-}
-_KIND_OPTIONS = (
-    "branch_intermediate_dim",
-    "weight_parameterization",
-    "min_branch_weight",
-    "branch_feed_forward_dropout",
-)
-MODEL_ARGUMENTS = constructor_arguments(
-    Seq2SeqTransformer, fixed=_SLOT_ARGUMENTS.values())
+MODEL_ARGUMENTS = TRANSFORMER_ARGUMENTS - set(_SLOT_ARGUMENTS.values())
 
 
 # Keywords of `branch_intermediate_dim`; an int > 0 is taken as the width itself.
@@ -87,13 +83,13 @@ DEFAULT_BRANCH_INTERMEDIATE_DIM = SPLIT  # parity with the Transformer's size
 
 def branch_width(config):
     """The branch FFN width of a model config; the one place this rule lives
-    (the layers and `keras_attn_zoo.evaluation.flops` both call it).
+    (the layers and, through the kind's record, `keras_attn_zoo.evaluation.flops`).
 
-    `attention_options["branch_intermediate_dim"]`: `"split"` (default; also
-    `None` or missing) -> `intermediate_dim // num_heads` (at least 1);
-    `"full"` -> `intermediate_dim`; an int > 0 -> that int.
+    `attention_options["branched_weighted"]["branch_intermediate_dim"]`:
+    `"split"` (default; also `None`) -> `intermediate_dim // num_heads` (at
+    least 1); `"full"` -> `intermediate_dim`; an int > 0 -> that int.
     """
-    width = (config.get("attention_options") or {}).get("branch_intermediate_dim")
+    width = kind_options(config, KIND)["branch_intermediate_dim"]
     if width is None or width == SPLIT:
         return max(1, config["intermediate_dim"] // config["num_heads"])
     if width == FULL:
@@ -109,20 +105,47 @@ def branch_width(config):
 
 def make_branched_weighted(slot, layer_index, config):
     """`make_layer` of the `"branched_weighted"` attention kind."""
-    options = config["attention_options"]
+    options = kind_options(config, KIND)
     return BranchedWeightedAttention(
         num_heads=config["num_heads"],
         key_dim=config["model_dim"] // config["num_heads"],
         intermediate_dim=branch_width(config),
         dropout=config["attention_dropout"],
-        feed_forward_dropout=options.get("branch_feed_forward_dropout", 0.0),
-        weight_parameterization=options.get("weight_parameterization", "projection"),
-        min_branch_weight=options.get("min_branch_weight", 0.0),
+        feed_forward_dropout=options["branch_feed_forward_dropout"],
+        weight_parameterization=options["weight_parameterization"],
+        min_branch_weight=options["min_branch_weight"],
         name=f"{slot}_attention_{layer_index}",
     )
 
 
-register_attention_kind(KIND, make_branched_weighted, uses_feed_forward=False)
+def _branch_flops(config, slot):
+    """Per query token: the `M = h` branch FFNs (`4 d f_b` each) and their
+    α-weighted sum (`2 M d`)."""
+    del slot
+    d, h = config["model_dim"], config["num_heads"]
+    return h * 2 * branch_width(config) * d * 2 + 2 * d * h
+
+
+def _validate(options):
+    if options[BRANCH_WEIGHT_WARMUP] is not None:
+        check_branch_weight_warmup(options[BRANCH_WEIGHT_WARMUP])
+
+
+def _wrap_optimizer(optimizer, options):
+    warmup = options[BRANCH_WEIGHT_WARMUP]
+    return optimizer if warmup is None else with_branch_weight_warmup(optimizer, warmup)
+
+
+register_attention_kind(
+    KIND, make_branched_weighted, uses_feed_forward=False,
+    option_defaults={
+        "branch_intermediate_dim": DEFAULT_BRANCH_INTERMEDIATE_DIM,
+        "weight_parameterization": "projection",
+        "min_branch_weight": 0.0,
+        "branch_feed_forward_dropout": 0.0,
+        BRANCH_WEIGHT_WARMUP: None,
+    },
+    extra_query_flops=_branch_flops, validate=_validate, wrap_optimizer=_wrap_optimizer)
 
 
 def weighted_transformer(
@@ -158,7 +181,7 @@ def weighted_transformer(
       `"projection"`); `"softmax"` is offered.
     * κ/α learning-rate warm-up of 400 steps (port):
       `branch_weight_warmup_steps=400`, applied by `wrap_optimizer`; see
-      `keras_attn_zoo.training.simplex.BranchWeightAdam` and
+      `keras_attn_zoo.optimizers.BranchWeightAdam` and
       `port_branch_weight_schedule`.
     * Branched slots: the seed text does not name them ("we replace the
       multi-head attention by multiple self-attention branches"). Default:
@@ -195,12 +218,10 @@ def weighted_transformer(
     >>> sorted(weighted_branch_weights(model)["encoder_self_attention_0"])
     ['alpha', 'kappa']
     """
-    given_slots = sorted(set(overrides) & set(_SLOT_ARGUMENTS.values()))
-    if given_slots:
-        raise TypeError(
-            f"{given_slots} are set by branched_slots in weighted_transformer; "
-            "use transformer(...) with explicit kinds for other layouts."
-        )
+    reject_slot_overrides(
+        "weighted_transformer", overrides, SLOTS,
+        "choose them with branched_slots, or use transformer(...) with explicit "
+        "kinds for other layouts")
     branched_slots = tuple(branched_slots)
     unknown = sorted(set(branched_slots) - set(SLOTS))
     if unknown:
@@ -208,23 +229,20 @@ def weighted_transformer(
     if not branched_slots:
         raise ValueError("branched_slots is empty: that is the plain transformer(...).")
     config = resolve_preset(TRANSFORMER_PRESETS, preset, overrides, MODEL_ARGUMENTS)
-    options = {
+    for slot, argument in _SLOT_ARGUMENTS.items():
+        config[argument] = KIND if slot in branched_slots else "multi_head"
+    config = with_kind_options(config, KIND, {
         # Stored as a keyword, not None, so the saved config names its width.
         "branch_intermediate_dim": (DEFAULT_BRANCH_INTERMEDIATE_DIM
                                     if branch_intermediate_dim is None
                                     else branch_intermediate_dim),
         "weight_parameterization": weight_parameterization,
         "min_branch_weight": min_branch_weight,
-    }
-    if branch_weight_warmup_steps is not None:
-        options["branch_weight_warmup_steps"] = branch_weight_warmup_steps
-    options.update(config.get("attention_options") or {})
-    config["attention_options"] = options
-    for slot, argument in _SLOT_ARGUMENTS.items():
-        config[argument] = KIND if slot in branched_slots else "multi_head"
+        BRANCH_WEIGHT_WARMUP: branch_weight_warmup_steps,
+    })
     config.setdefault("name", "weighted_transformer")
     # Validate the width now rather than deep inside layer construction.
-    branch_width({**config, "attention_options": options})
+    branch_width(config)
     return Seq2SeqTransformer(vocabulary_size, **config)
 
 
