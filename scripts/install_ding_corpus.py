@@ -96,15 +96,5 @@ def install_ding_corpus(
     raise not_found
 
 
-def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    try:
-        path = install_ding_corpus(argv[0] if argv else None)
-    except FileNotFoundError as error:
-        print(error, file=sys.stderr)
-        return 1
-    return ding.main([str(path)])
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(ding.main(locate=install_ding_corpus))

@@ -400,11 +400,14 @@ def ding_statistics(path: str | os.PathLike | None = None) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m keras_attn_zoo.data.ding [PATH]``: print the file's path and counts."""
+def main(argv: list[str] | None = None, locate=ensure_ding_file) -> int:
+    """``python -m keras_attn_zoo.data.ding [PATH]``: print the file's path and counts.
+
+    ``locate(path_or_None)`` finds the file (the set-up script passes its installer).
+    """
     argv = sys.argv[1:] if argv is None else argv
     try:
-        path = ensure_ding_file(argv[0] if argv else None)
+        path = locate(argv[0] if argv else None)
     except FileNotFoundError as error:
         print(error, file=sys.stderr)
         return 1
