@@ -76,7 +76,6 @@ import keras
 from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
-from keras_attn_zoo.layers.rnnsearch_decoder import OUTPUT_KINDS
 from keras_attn_zoo.layers.rnnsearch_decoder import RNNSearchDecoder
 from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset
@@ -211,8 +210,7 @@ class BahdanauRNN(ZooModel):
         seed=None,
         **kwargs,
     ):
-        if output not in OUTPUT_KINDS:
-            raise ValueError(f"output must be one of {OUTPUT_KINDS}, got {output!r}.")
+        # `output` is checked by `RNNSearchDecoder`.
         if not 0.0 <= float(teacher_forcing_ratio) <= 1.0:
             raise ValueError(
                 f"teacher_forcing_ratio={teacher_forcing_ratio} is not a probability.")
