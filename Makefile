@@ -17,8 +17,10 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet -e ".[dev,wmt]"
 	touch $(STAMP)
 
+# Installs the Ding dictionary (apt, else the upstream download) and prints its counts;
+# the library only reads it.
 corpus: $(STAMP)
-	$(BIN)/python -m keras_attn_zoo.data.ding
+	$(BIN)/python scripts/install_ding_corpus.py
 
 # The server test drives the page in a real headless Chromium (Debian packages).
 browser:

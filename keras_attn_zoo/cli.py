@@ -40,7 +40,6 @@ Serving's REST shapes plus a ``:translate`` method and a page at ``/``).
 from __future__ import annotations
 
 import argparse
-import json
 import pathlib
 import sys
 
@@ -83,13 +82,6 @@ def resolve_model_dir(path) -> pathlib.Path:
     from keras_attn_zoo.export.saved_model import latest_version
 
     return latest_version(path)
-
-
-def load_model_card(model_dir: pathlib.Path) -> dict:
-    card_path = model_dir / "model_card.json"
-    if card_path.is_file():
-        return json.loads(card_path.read_text(encoding="utf-8"))
-    return {}
 
 
 def translate_lines(signature, lines, *, inputs, batch_size=32, progress=None,
@@ -204,6 +196,7 @@ def _translate_command(args) -> int:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
+    from keras_attn_zoo.export.saved_model import load_model_card
     from keras_attn_zoo.export.sentences import source_language
 
     card = load_model_card(model_dir)

@@ -9,9 +9,9 @@ import tensorflow as tf
 from keras_attn_zoo.data.vocabulary import EOS_ID
 from keras_attn_zoo.decoding import beam_search
 from keras_attn_zoo.layers.bahdanau_attention import BahdanauAttention
+from keras_attn_zoo.layers.maxout import Maxout
 from keras_attn_zoo.models.bahdanau_rnn import BAHDANAU_PRESETS
 from keras_attn_zoo.models.bahdanau_rnn import BahdanauRNN
-from keras_attn_zoo.models.bahdanau_rnn import Maxout
 from keras_attn_zoo.models.bahdanau_rnn import TeacherForcingSchedule
 from keras_attn_zoo.models.bahdanau_rnn import bahdanau_rnn
 from keras_attn_zoo.models.bahdanau_rnn import teacher_forcing_probability
@@ -140,10 +140,21 @@ def test_encoder_backward_direction_starts_at_the_real_last_token(model, batch):
     assert np.isfinite(memory).all()
 
 
-def test_teacher_forced_attention_weights(model, batch):
-    weights = np.asarray(model.attention_weights(batch["source_ids"], batch["target_ids"]))
-    assert weights.shape == batch["target_ids"].shape + (batch["source_ids"].shape[1],)
-    assert_rows_are_distributions(weights, (batch["source_ids"] != 0)[:, None, :])
+def test_teacher_forced_attention_maps(model, batch):
+    """One layer, one head; row i is the alignment decode_step gives at position i."""
+    source, target = batch["source_ids"], batch["target_ids"]
+    maps = model.attention_maps(source, target)
+    assert set(maps) == {"cross"}
+    cross = maps["cross"]
+    assert cross.dtype == np.float32
+    assert cross.shape == (1, source.shape[0], 1, target.shape[1], source.shape[1])
+    weights = cross[0, :, 0]
+    assert_rows_are_distributions(weights, (source != 0)[:, None, :])
+    state = model.initial_state(model.encode(source), target.shape[1])
+    for position in range(target.shape[1]):
+        _, state = model.decode_step(target[:, position], position, state)
+        np.testing.assert_allclose(
+            np.asarray(state["attention"]), weights[:, position], atol=1e-5)
 
 
 @pytest.mark.parametrize("which", ["model", "variant"])
@@ -288,7 +299,7 @@ def test_plot_alignment_writes_a_png(model, batch, tmp_path):
     pytest.importorskip("matplotlib")
     from keras_attn_zoo.evaluation.plots import plot_alignment
 
-    weights = np.asarray(model.attention_weights(batch["source_ids"], batch["target_ids"]))
+    weights = model.attention_maps(batch["source_ids"], batch["target_ids"])["cross"][0, :, 0]
     source = ["Der", "Hund", "sieht", "den", "Ball", "ß", "</s>"]
     target = ["<s>", "the", "dog", "sees", "the", "ball"]
     path = plot_alignment(weights[0], source, target, tmp_path / "plots" / "a.png",

@@ -1,12 +1,27 @@
 """Tests of the Ding dictionary parser and corpus splits (keras_attn_zoo.data.ding)."""
 
 import gzip
+import importlib.util
+import os
 import pathlib
 import random
+import subprocess
+import sys
 
 import pytest
 
 from keras_attn_zoo.data import ding
+
+REPOSITORY = pathlib.Path(__file__).resolve().parents[1]
+INSTALL_SCRIPT = REPOSITORY / "scripts" / "install_ding_corpus.py"
+
+
+def load_install_script():
+    """The set-up script (not part of the package) as a module."""
+    spec = importlib.util.spec_from_file_location("install_ding_corpus", INSTALL_SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
 
 # Hand-written lines in the Ding format (not taken from the dictionary).
 SMALL_DICTIONARY = """\
@@ -229,6 +244,7 @@ def test_missing_explicit_path_raises_with_instructions(tmp_path):
         ding.ensure_ding_file(tmp_path / "absent.txt")
     message = str(raised.value)
     assert "absent.txt" in message
+    assert "make corpus" in message and ding.INSTALL_COMMAND in message
     assert "apt-get install trans-de-en" in message
     assert ding.DING_DOWNLOAD_URL in message and ding.DING_ENV_VAR in message
 
@@ -237,12 +253,40 @@ def test_cached_copy_is_used_when_the_default_is_missing(tmp_path, monkeypatch):
     monkeypatch.delenv(ding.DING_ENV_VAR, raising=False)
     monkeypatch.setattr(ding, "DEFAULT_DING_PATH", str(tmp_path / "not-installed"))
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    with pytest.raises(FileNotFoundError, match="trans-de-en"):
-        ding.ensure_ding_file(allow_install=False, allow_download=False)
+    with pytest.raises(FileNotFoundError, match="make corpus"):
+        ding.ensure_ding_file()
     cached = ding.ding_cache_path()
     cached.parent.mkdir(parents=True)
     cached.write_text(SMALL_DICTIONARY, encoding="utf-8")
-    assert ding.ensure_ding_file(allow_install=False, allow_download=False) == cached
+    assert ding.ensure_ding_file() == cached
+
+
+def fake_upstream(tmp_path, monkeypatch):
+    """No dictionary installed or cached; the upstream URL is a local gzip (no network)."""
+    compressed = tmp_path / "upstream" / "de-en.txt.gz"
+    compressed.parent.mkdir()
+    with gzip.open(compressed, "wt", encoding="utf-8") as upstream_file:
+        upstream_file.write(SMALL_DICTIONARY)
+    monkeypatch.delenv(ding.DING_ENV_VAR, raising=False)
+    monkeypatch.setattr(ding, "DEFAULT_DING_PATH", str(tmp_path / "not-installed"))
+    monkeypatch.setattr(ding, "DING_DOWNLOAD_URL", compressed.as_uri())
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+
+
+def test_reading_never_installs_or_downloads(tmp_path, monkeypatch):
+    # Even with a reachable upstream copy, the reader only looks and says how to install.
+    fake_upstream(tmp_path, monkeypatch)
+    with pytest.raises(FileNotFoundError, match="make corpus"):
+        ding.ding_corpus("train")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_make_corpus_runs_the_install_script():
+    commands = subprocess.run(
+        ["make", "-n", "-B", "corpus"], cwd=REPOSITORY, capture_output=True, text=True, check=True
+    ).stdout
+    assert f"python {INSTALL_SCRIPT.relative_to(REPOSITORY)}" in commands
+    assert ding.INSTALL_COMMAND.endswith(str(INSTALL_SCRIPT.relative_to(REPOSITORY)))
 
 
 # ---------------------------------------------------------------------------------------------
@@ -283,28 +327,39 @@ def test_real_corpus_phrases():
     assert statistics["lines_skipped"] < 100
 
 
-def test_download_is_decompressed_into_the_cache(tmp_path, monkeypatch):
-    # A file:// URL exercises the real download code without a network.
-    compressed = tmp_path / "upstream" / "de-en.txt.gz"
-    compressed.parent.mkdir()
-    with gzip.open(compressed, "wt", encoding="utf-8") as upstream_file:
-        upstream_file.write(SMALL_DICTIONARY)
-    monkeypatch.delenv(ding.DING_ENV_VAR, raising=False)
-    monkeypatch.setattr(ding, "DEFAULT_DING_PATH", str(tmp_path / "not-installed"))
-    monkeypatch.setattr(ding, "DING_DOWNLOAD_URL", compressed.as_uri())
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+# ---------------------------------------------------------------------------------------------
+# The set-up script (make corpus)
+# ---------------------------------------------------------------------------------------------
 
-    path = ding.ensure_ding_file(allow_install=False)
-    assert path == ding.ding_cache_path()
+
+def test_install_script_downloads_into_the_cache_the_reader_searches(tmp_path, monkeypatch):
+    fake_upstream(tmp_path, monkeypatch)
+    install = load_install_script()
+
+    path = install.install_ding_corpus(allow_install=False)
+    assert path == ding.ding_cache_path() == ding.ensure_ding_file()
     assert path.read_text(encoding="utf-8") == SMALL_DICTIONARY
     assert [entry.name for entry in path.parent.iterdir()] == ["de-en.txt"]  # no temp files left
 
 
-def test_failed_download_explains_how_to_get_the_file(tmp_path, monkeypatch):
-    monkeypatch.delenv(ding.DING_ENV_VAR, raising=False)
-    monkeypatch.setattr(ding, "DEFAULT_DING_PATH", str(tmp_path / "not-installed"))
+def test_install_script_keeps_an_existing_file(tmp_path):
+    # What `make corpus` runs, in a fresh interpreter: a found file is used as it is.
+    path = write_dictionary(tmp_path, SMALL_DICTIONARY)
+    environment = dict(os.environ, XDG_CACHE_HOME=str(tmp_path / "cache"))
+    environment[ding.DING_ENV_VAR] = str(path)
+    environment["PYTHONPATH"] = os.pathsep.join(
+        filter(None, [str(REPOSITORY), environment.get("PYTHONPATH")]))
+    result = subprocess.run([sys.executable, str(INSTALL_SCRIPT)], env=environment,
+                            capture_output=True, text=True, check=True)
+    assert f"Ding dictionary: {path}" in result.stdout and "sentences" in result.stdout
+    assert not (tmp_path / "cache").exists()
+
+
+def test_failed_download_explains_how_to_get_the_file(tmp_path, monkeypatch, capsys):
+    fake_upstream(tmp_path, monkeypatch)
     monkeypatch.setattr(ding, "DING_DOWNLOAD_URL", (tmp_path / "missing.gz").as_uri())
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    with pytest.raises(FileNotFoundError, match="apt-get install trans-de-en"):
-        ding.ensure_ding_file(allow_install=False)
+    install = load_install_script()
+    with pytest.raises(FileNotFoundError, match="apt-get install trans-de-en") as raised:
+        install.install_ding_corpus(allow_install=False)
+    assert "download from" in str(raised.value)
     assert not any((tmp_path / "cache" / "keras_attn_zoo").iterdir())

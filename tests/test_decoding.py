@@ -36,6 +36,8 @@ class BigramModel(tf.Module):
     tokens not listed get probability 0 (logit -inf).
     """
 
+    max_decode_length = None  # the contract's hook the searches read: no limit
+
     def __init__(self, transitions, vocab_size=8):
         super().__init__()
         table = np.zeros((vocab_size, vocab_size), np.float32)
@@ -83,6 +85,8 @@ class RandomTableModel(tf.Module):
     one-hot at ``fed_token % source_length`` so alignments can be checked
     against the tokens; it never points at padding.
     """
+
+    max_decode_length = None
 
     def __init__(self, seed=0, vocab_size=10, eos_shift=0.0, table_steps=64):
         super().__init__()

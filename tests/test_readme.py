@@ -74,7 +74,7 @@ def _ding_available():
     from keras_attn_zoo.data.ding import ensure_ding_file
 
     try:
-        ensure_ding_file(allow_install=False, allow_download=False)
+        ensure_ding_file()
     except FileNotFoundError:
         return False
     return True

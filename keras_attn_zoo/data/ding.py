@@ -10,31 +10,29 @@ example sentences ("Er reißt sich kein Bein aus. :: He isn't straining himself.
 clean corpus of about 18,000 short sentence pairs, which is enough to train and compare small
 attention models on a CPU. The remaining ~200,000 sub-entries are words and phrases.
 
-The file is not redistributed with this package. :func:`ensure_ding_file` finds it (or installs
-or downloads it) and :func:`ding_corpus` returns deterministic train/valid/test splits.
+The file is not redistributed with this package. ``make corpus`` installs it (apt where it can,
+else the upstream download; ``scripts/install_ding_corpus.py``), :func:`ensure_ding_file` finds it
+and :func:`ding_corpus` returns deterministic train/valid/test splits.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import gzip
 import hashlib
 import os
 import pathlib
 import re
-import shutil
-import subprocess
 import sys
-import tempfile
 import unicodedata
-import urllib.request
 from typing import Iterable
 
 DEFAULT_DING_PATH = "/usr/share/trans/de-en"
 DING_ENV_VAR = "KERAS_ATTN_ZOO_DING"
 DING_DOWNLOAD_URL = "https://ftp.tu-chemnitz.de/pub/Local/urz/ding/de-en/de-en.txt.gz"
 DING_APT_PACKAGE = "trans-de-en"
+# The set-up step that installs the file (`make corpus` runs it); this module only reads.
+INSTALL_COMMAND = "python scripts/install_ding_corpus.py"
 
 SPLITS = ("train", "valid", "test")
 KINDS = ("sentences", "phrases", "all")
@@ -85,13 +83,14 @@ def ding_cache_dir() -> pathlib.Path:
 
 
 def ding_cache_path() -> pathlib.Path:
-    """Where :func:`ensure_ding_file` stores a downloaded, decompressed copy."""
+    """Where ``make corpus`` stores a downloaded, decompressed copy (searched after the Debian path)."""
     return ding_cache_dir() / "de-en.txt"
 
 
 def _how_to_get_ding_message() -> str:
     return (
-        "The Ding German-English dictionary was not found. Get it in one of these ways:\n"
+        "The Ding German-English dictionary was not found. Install it with `make corpus`\n"
+        f"(which runs {INSTALL_COMMAND}), or yourself in one of these ways:\n"
         f"  * Debian/Ubuntu: sudo apt-get install {DING_APT_PACKAGE}   "
         f"(installs {DEFAULT_DING_PATH})\n"
         f"  * download {DING_DOWNLOAD_URL}, gunzip it and set {DING_ENV_VAR}=/path/to/de-en.txt\n"
@@ -99,68 +98,19 @@ def _how_to_get_ding_message() -> str:
     )
 
 
-def _try_apt_get_install() -> bool:
-    """Install the Debian package as root; returns whether the default path now exists."""
-    install_command = ["apt-get", "install", "-y", DING_APT_PACKAGE]
-    environment = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    print(f"Installing {DING_APT_PACKAGE} with apt-get ...", file=sys.stderr)
-    result = subprocess.run(install_command, env=environment, check=False)
-    if result.returncode != 0:
-        # A fresh container often has empty package lists; refresh them once and retry.
-        subprocess.run(["apt-get", "update"], env=environment, check=False)
-        subprocess.run(install_command, env=environment, check=False)
-    return pathlib.Path(DEFAULT_DING_PATH).is_file()
-
-
-def _download_ding(url: str, destination: pathlib.Path) -> pathlib.Path:
-    """Downloads and decompresses the gzipped dictionary; the rename makes it atomic."""
-    from tqdm.auto import tqdm
-
-    destination.parent.mkdir(parents=True, exist_ok=True)
-    compressed_fd, compressed_name = tempfile.mkstemp(
-        dir=destination.parent, prefix=".de-en.", suffix=".gz.part"
-    )
-    text_fd, text_name = tempfile.mkstemp(dir=destination.parent, prefix=".de-en.", suffix=".part")
-    try:
-        with urllib.request.urlopen(url, timeout=60) as response, os.fdopen(
-            compressed_fd, "wb"
-        ) as compressed_file:
-            total_bytes = int(response.headers.get("Content-Length") or 0) or None
-            with tqdm(total=total_bytes, unit="B", unit_scale=True, desc="de-en.txt.gz") as bar:
-                while chunk := response.read(1 << 16):
-                    compressed_file.write(chunk)
-                    bar.update(len(chunk))
-        with gzip.open(compressed_name, "rb") as source, os.fdopen(text_fd, "wb") as target:
-            shutil.copyfileobj(source, target)
-        os.replace(text_name, destination)
-    finally:
-        for leftover in (compressed_name, text_name):
-            if os.path.exists(leftover):
-                os.remove(leftover)
-    return destination
-
-
-def ensure_ding_file(
-    path: str | os.PathLike | None = None,
-    *,
-    allow_install: bool = True,
-    allow_download: bool = True,
-) -> pathlib.Path:
-    """Returns the path of the Ding ``de-en`` dictionary, installing or downloading it if needed.
+def ensure_ding_file(path: str | os.PathLike | None = None) -> pathlib.Path:
+    """Returns the path of the Ding ``de-en`` dictionary; only looks, never installs.
 
     The search order is: ``path`` (or the ``KERAS_ATTN_ZOO_DING`` environment variable), the
-    Debian location ``/usr/share/trans/de-en``, a cached copy in ``~/.cache/keras_attn_zoo``,
-    ``apt-get install trans-de-en`` when running as root, and finally a download of the upstream
-    ``de-en.txt.gz`` into the cache.
+    Debian location ``/usr/share/trans/de-en``, then a copy in ``~/.cache/keras_attn_zoo``
+    (where ``make corpus`` puts the upstream download when it cannot use apt).
 
     Args:
         path: an explicit file. When given (or set through the environment variable) it must
             exist; there is no silent fallback to another copy.
-        allow_install: whether the ``apt-get`` step may run.
-        allow_download: whether the download step may run.
 
     Raises:
-        FileNotFoundError: with instructions when no copy can be found or obtained.
+        FileNotFoundError: saying to run ``make corpus`` (or how to get the file by hand).
     """
     explicit_path = path if path is not None else os.environ.get(DING_ENV_VAR)
     if explicit_path:
@@ -172,29 +122,10 @@ def ensure_ding_file(
             f"Ding dictionary given by {origin} does not exist: {explicit_path}\n"
             + _how_to_get_ding_message()
         )
-
-    default_path = pathlib.Path(DEFAULT_DING_PATH)
-    if default_path.is_file():
-        return default_path
-    cached_path = ding_cache_path()
-    if cached_path.is_file():
-        return cached_path
-
-    is_root = hasattr(os, "geteuid") and os.geteuid() == 0
-    if allow_install and is_root and shutil.which("apt-get"):
-        if _try_apt_get_install():
-            return default_path
-
-    download_error: Exception | None = None
-    if allow_download:
-        try:
-            return _download_ding(DING_DOWNLOAD_URL, cached_path)
-        except Exception as error:  # noqa: BLE001 - any failure means "tell the user how"
-            download_error = error
-    message = _how_to_get_ding_message()
-    if download_error is not None:
-        message += f"\n(The download from {DING_DOWNLOAD_URL} failed: {download_error})"
-    raise FileNotFoundError(message)
+    for candidate in (pathlib.Path(DEFAULT_DING_PATH), ding_cache_path()):
+        if candidate.is_file():
+            return candidate
+    raise FileNotFoundError(_how_to_get_ding_message())
 
 
 # --------------------------------------------------------------------------------------------
@@ -469,11 +400,14 @@ def ding_statistics(path: str | os.PathLike | None = None) -> dict:
     }
 
 
-def main(argv: list[str] | None = None) -> int:
-    """``python -m keras_attn_zoo.data.ding [PATH]``: ensure the file, print its path and counts."""
+def main(argv: list[str] | None = None, locate=ensure_ding_file) -> int:
+    """``python -m keras_attn_zoo.data.ding [PATH]``: print the file's path and counts.
+
+    ``locate(path_or_None)`` finds the file (the set-up script passes its installer).
+    """
     argv = sys.argv[1:] if argv is None else argv
     try:
-        path = ensure_ding_file(argv[0] if argv else None)
+        path = locate(argv[0] if argv else None)
     except FileNotFoundError as error:
         print(error, file=sys.stderr)
         return 1

@@ -57,7 +57,7 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             (excluding EOS; source_length counts non-pad tokens), after which
             EOS is forced with the model's own EOS log-prob. For a model with
             a fixed number of decoder positions (``model.max_decode_length``
-            or ``model.zoo_config["max_length"]``) the limit is capped at that
+            not None) the limit is capped at that
             number minus one (see ``common.max_target_lengths``).
         num_return: N <= K, hypotheses returned per sentence: a Python int or
             a scalar int32 tensor (an exported signature's call-time input).
@@ -109,7 +109,7 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
     batch_size = tf.shape(source_ids)[0]
     rows = batch_size * beam
     max_lengths = common.max_target_lengths(
-        source_ids, max_length_a, max_length_b, common.model_max_decode_length(model))
+        source_ids, max_length_a, max_length_b, model.max_decode_length)
     row_max_lengths = tf.repeat(max_lengths, beam)
     num_steps = common.num_decode_steps(max_lengths)
     # Flat row of beam 0 of each sentence, to turn per-sentence beam indices

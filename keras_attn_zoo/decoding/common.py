@@ -1,10 +1,11 @@
 """Pieces shared by greedy and beam search: constants, length rules, scoring.
 
-The step protocol both searches drive (implemented by every model):
+The step protocol both searches drive (``keras_attn_zoo.models.zoo_model``):
 
 * ``model.encode(source_ids) -> memory``
 * ``model.initial_state(memory, max_length) -> state`` (a dict, batch first)
 * ``model.decode_step(token, step, state) -> (logits, state)``
+* ``model.max_decode_length``: decoder positions the model has, or None.
 
 If ``state`` has the key ``"attention"`` (float32 ``[batch, source_length]``),
 the searches record it at every step and return it as an alignment.
@@ -67,26 +68,13 @@ def source_lengths(source_ids, pad_id=PAD_ID):
     return tf.reduce_sum(tf.cast(tf.not_equal(source_ids, pad_id), tf.int32), axis=1)
 
 
-def model_max_decode_length(model):
-    """Most decoder positions ``model`` has (EOS included), or None if unlimited.
-
-    ``model.max_decode_length`` if the model defines it, else the zoo's model
-    config ``model.zoo_config["max_length"]`` (fixed-length models such as RAN
-    or the Random Synthesizer have no position beyond it).
-    """
-    limit = getattr(model, "max_decode_length", None)
-    if limit is None:
-        limit = (getattr(model, "zoo_config", None) or {}).get("max_length")
-    return limit
-
-
 def max_target_lengths(source_ids, max_length_a, max_length_b, max_decode_length=None):
     """Per-sentence limit ``ceil(a * source_length + b)``, int32 ``[B]``.
 
     The limit counts generated tokens *excluding* EOS: a sentence emits at most
     that many real tokens, and EOS is forced at the step right after them.
-    With ``max_decode_length`` (a model's number of decoder positions, see
-    ``model_max_decode_length``) the limit is capped at
+    With ``max_decode_length`` (a model's number of decoder positions,
+    ``ZooModel.max_decode_length``) the limit is capped at
     ``max_decode_length - 1``, so the EOS step still has a position: a sentence
     reaching the cap gets EOS forced there, and the caches never outgrow the
     model.

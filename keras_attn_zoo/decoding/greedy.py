@@ -112,7 +112,7 @@ def _left_to_right(model, source_ids, choose, max_length_a, max_length_b,
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     batch_size = tf.shape(source_ids)[0]
     max_lengths = common.max_target_lengths(
-        source_ids, max_length_a, max_length_b, common.model_max_decode_length(model))
+        source_ids, max_length_a, max_length_b, model.max_decode_length)
     num_steps = common.num_decode_steps(max_lengths)
 
     state = model.initial_state(model.encode(source_ids), num_steps)

@@ -110,10 +110,10 @@ def check_convertible(model):
     if model.stack_layers:
         problems.append(f"stack layers {sorted(model.stack_layers)} (no CTranslate2 "
                         "equivalent)")
-    blocks = list(model.encoder_blocks) + list(model.decoder_blocks)
-    for block in blocks:
-        attentions = [block.self_attention] + (
-            [block.cross_attention] if hasattr(block, "cross_attention") else [])
+    blocks = ([(block, [block.self_attention]) for block in model.encoder_blocks]
+              + [(block, [block.self_attention, block.cross_attention])
+                 for block in model.decoder_blocks])
+    for block, attentions in blocks:
         for attention in attentions:
             # Exact class: subclasses (hard-coded, branched, ...) change the maths.
             if type(attention) is not MultiHeadAttention:

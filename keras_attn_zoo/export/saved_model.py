@@ -76,6 +76,14 @@ def latest_version(base_path):
     )
 
 
+def load_model_card(version_dir):
+    """The ``model_card.json`` of an export's version directory; ``{}`` without one."""
+    card_path = pathlib.Path(version_dir) / MODEL_CARD_FILE
+    if card_path.is_file():
+        return json.loads(card_path.read_text(encoding="utf-8"))
+    return {}
+
+
 def _signature_card():
     return {
         "serving_default": "same as translate",
@@ -137,13 +145,13 @@ def build_model_card(translator, *, name, version, model_card=None):
     from keras_attn_zoo.decoding import common
 
     model = translator.model
-    config = getattr(model, "zoo_config", None)
+    config = model.zoo_config
     card = {
         "name": name,
         "version": version,
         "created": datetime.datetime.now(datetime.timezone.utc).isoformat(
             timespec="seconds"),
-        "model": getattr(model, "name", type(model).__name__),
+        "model": model.name,
         "model_class": type(model).__name__,
         "model_config": config,
         "preset": None,

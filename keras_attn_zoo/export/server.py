@@ -52,6 +52,7 @@ from http.server import ThreadingHTTPServer
 
 from keras_attn_zoo.export import sentences as sentence_tools
 from keras_attn_zoo.export.saved_model import latest_version
+from keras_attn_zoo.export.saved_model import load_model_card
 from keras_attn_zoo.export.translator import failing_sentence
 from keras_attn_zoo.export.translator import model_error_message
 from keras_attn_zoo.export.translator import rename_sentence
@@ -196,9 +197,7 @@ class ModelRunner:
 
             self.signature_defs = read_signature_defs(self.version_dir)
             self._model = tf.saved_model.load(str(self.version_dir))
-            card = self.version_dir / "model_card.json"
-            if card.exists():
-                self.model_card = json.loads(card.read_text())
+            self.model_card = load_model_card(self.version_dir)
             self.state = "AVAILABLE"
         except Exception as error:  # reported through the status endpoint
             self.state, self.error = "END", f"{type(error).__name__}: {error}"
@@ -876,9 +875,3 @@ def serve(model, port=8501, host="127.0.0.1", name=None, ready_callback=None,
         runner.stop()
     print("server stopped", flush=True)
     return 0
-
-
-if __name__ == "__main__":
-    from keras_attn_zoo.cli import main
-
-    raise SystemExit(main(["serve", *__import__("sys").argv[1:]]))

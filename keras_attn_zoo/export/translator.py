@@ -106,7 +106,7 @@ def model_error_message(error):
 
 def default_max_input_length(model, limit=DEFAULT_MAX_INPUT_LENGTH):
     """``limit``, or the model's ``max_length`` when that is smaller."""
-    model_limit = getattr(model, "zoo_config", {}).get("max_length")
+    model_limit = model.zoo_config.get("max_length")
     if model_limit is not None:
         return min(int(limit), int(model_limit))
     return int(limit)
@@ -131,9 +131,9 @@ class Translator(tf.Module):
     """A model and its SentencePiece vocabulary, translating text in one TF graph.
 
     Args:
-        model: a zoo model (step protocol: ``encode``, ``initial_state``,
-            ``decode_step``); see "Model hooks" below for the optional attributes
-            a model may define to change the search or its output.
+        model: a ``ZooModel`` (step protocol: ``encode``, ``initial_state``,
+            ``decode_step``); "Model hooks" below are the ones the translator
+            reads (their defaults, in ``ZooModel``, give the plain beam search).
         tokenizer: the SentencePiece vocabulary: a keras_hub
             ``SentencePieceTokenizer`` (``keras_attn_zoo.data.load_tokenizer``), a
             ``.model`` path or the model's bytes. It must use the zoo's special ids.
@@ -145,10 +145,11 @@ class Translator(tf.Module):
             default 1024 or the model's ``max_length`` if smaller. Longer inputs are
             an error, never truncated.
 
-    Model hooks (all optional; a model without them gets the plain beam search):
+    Model hooks (besides ``zoo_config``'s ``vocabulary_size`` and ``max_length``,
+    and ``max_decode_length``, which caps ``score``'s targets):
 
-    * ``logits_processor``: an attribute (or property) that is not None: passed to
-      ``beam_search`` as its ``logits_processor`` (model-specific decoding rules).
+    * ``logits_processor``: None, or passed to every search as its
+      ``logits_processor`` (model-specific decoding rules).
     * ``clean_output(ids, lengths, alignment) -> (ids, lengths, alignment)``:
       called on the best hypothesis of each sentence (``ids`` int32 [B, T] without
       BOS/EOS, 0-padded beyond ``lengths`` int32 [B]; ``alignment`` float32
@@ -161,7 +162,7 @@ class Translator(tf.Module):
       ``translate_ids``). The returned ``lengths`` count the kept pieces; the
       score stays the search's, whose length penalty counted every generated
       token.
-    * ``extra_token_count`` (int, default 0): ids the model has beyond the
+    * ``extra_token_count`` (int): ids the model has beyond the
       SentencePiece vocabulary (appended after it); the translator checks
       ``zoo_config["vocabulary_size"] == tokenizer size + extra_token_count``.
       Such ids never reach the tokenizer: ``clean_output`` must remove them.
@@ -183,8 +184,8 @@ class Translator(tf.Module):
         self.model = model
         self.proto = _proto_bytes(tokenizer)
         self.vocabulary_size = int(self._sentencepiece().vocab_size())
-        model_vocabulary = getattr(model, "zoo_config", {}).get("vocabulary_size")
-        extra = int(getattr(model, "extra_token_count", 0) or 0)
+        model_vocabulary = model.zoo_config.get("vocabulary_size")
+        extra = int(model.extra_token_count)
         if model_vocabulary is not None and model_vocabulary != self.vocabulary_size + extra:
             plus = f" + {extra} model-specific ids" if extra else ""
             raise ValueError(
@@ -196,7 +197,7 @@ class Translator(tf.Module):
         self.length_penalty = float(length_penalty)
         self.max_length_a = float(max_length_a)
         self.max_length_b = float(max_length_b)
-        model_limit = getattr(model, "zoo_config", {}).get("max_length")
+        model_limit = model.zoo_config.get("max_length")
         if max_input_length is None:
             max_input_length = default_max_input_length(model)
         elif model_limit is not None and max_input_length > model_limit:
@@ -265,7 +266,7 @@ class Translator(tf.Module):
                 length_penalty=length_penalty, max_length_a=max_length_a,
                 max_length_b=max_length_b, num_return=num_hypotheses,
                 no_repeat_ngram_size=no_repeat_ngram_size,
-                logits_processor=getattr(self.model, "logits_processor", None))
+                logits_processor=self.model.logits_processor)
         return search
 
     def _search_ids(self, source_ids, search):
@@ -286,9 +287,8 @@ class Translator(tf.Module):
                                    [flat, shape[2], tf.shape(source_ids)[1]])
         else:  # models without an attention state still give the output
             alignment = tf.zeros([flat, shape[2], tf.shape(source_ids)[1]], tf.float32)
-        clean_output = getattr(self.model, "clean_output", None)
-        if clean_output is not None:  # model-specific tokens out (see the hooks)
-            ids, lengths, alignment = clean_output(ids, lengths, alignment)
+        # Model-specific tokens out (`ZooModel.clean_output`; default: no-op).
+        ids, lengths, alignment = self.model.clean_output(ids, lengths, alignment)
 
         def by_sentence(values):
             return tf.reshape(values, tf.concat([shape[:2], tf.shape(values)[1:]], 0))
@@ -460,7 +460,7 @@ class Translator(tf.Module):
                 self.model, source_ids, temperature=temperature, top_k=top_k,
                 top_p=top_p, seed=seed, max_length_a=max_length_a,
                 max_length_b=max_length_b,
-                logits_processor=getattr(self.model, "logits_processor", None))
+                logits_processor=self.model.logits_processor)
 
         return self._translate_text(text, search)
 
@@ -484,7 +484,7 @@ class Translator(tf.Module):
             target, input_encoding="UTF-8", output_encoding="UTF-8",
             errors=UNICODE_ERRORS, replacement_char=REPLACEMENT_CHARACTER)
         target_ids = sentencepiece.tokenize(target).to_tensor(default_value=PAD_ID)
-        limit = common.model_max_decode_length(self.model)
+        limit = self.model.max_decode_length
         if limit is not None:  # the decoder has no position for a longer target
             too_long = tf.strings.format(
                 "Target too long: {} pieces + EOS, but this model has {} decoder "
@@ -494,8 +494,7 @@ class Translator(tf.Module):
                 target_ids = tf.identity(target_ids)
         scored = score_targets(self.model, tf.gather(source_ids, rows),
                                tf.gather(target_ids, rows),
-                               logits_processor=getattr(self.model, "logits_processor",
-                                                        None))
+                               logits_processor=self.model.logits_processor)
         lengths = common.source_lengths(target_ids)
         return {
             "log_prob": expand(scored["total"]),
@@ -576,5 +575,5 @@ class Translator(tf.Module):
     def can_score(self):
         """Forced decoding of plain text needs a model whose outputs are plain
         pieces (the eager model's start and ε tokens are not in a reference)."""
-        return not int(getattr(self.model, "extra_token_count", 0) or 0)
+        return not int(self.model.extra_token_count)
 

@@ -77,31 +77,11 @@ def teacher_forcing_batch(processor, pairs):
 
 
 def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6):
-    """`texts -> translations` with the zoo's shared search for any model.
+    """`texts -> translations` with the zoo's exported beam search, for any model.
 
-    Transformer-family models and RNNsearch use `keras_attn_zoo.export.
-    Translator` (the exported graph); the eager translator, whose vocabulary
-    has three extra ids, its beam search with the eager decoding rules.
+    `keras_attn_zoo.export.Translator` applies the model's own hooks (the eager
+    translator's decoding rules and clean-up included).
     """
-    if hasattr(model, "special_ids"):  # EagerLSTMTranslator
-        from keras_attn_zoo.decoding.eager_processor import eager_translate
-
-        processor = sentencepiece_processor(tokenizer)
-
-        def translate_eager(texts, batch_size=32):
-            output = []
-            for start in range(0, len(texts), batch_size):
-                chunk = texts[start:start + batch_size]
-                ids, _, _, _ = teacher_forcing_batch(processor, [(t, "") for t in chunk])
-                rows = eager_translate(model, tf.constant(ids), beam_size=beam_size,
-                                       length_penalty=length_penalty)
-                output += [processor.decode_ids([i for i in row
-                                                 if i < processor.get_piece_size()])
-                           for row in rows]
-            return output
-
-        return translate_eager
-
     from keras_attn_zoo.export import Translator
 
     translator = Translator(model, tokenizer, beam_size=beam_size,
@@ -116,7 +96,7 @@ def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6):
 
 def fits_model(model, processor, pairs):
     """The pairs whose source (+EOS) and target (+BOS) fit the model's `max_length`."""
-    limit = getattr(model, "zoo_config", {}).get("max_length")
+    limit = model.zoo_config.get("max_length")
     if limit is None:
         return list(pairs)
     return [(s, t) for s, t in pairs
@@ -308,6 +288,7 @@ class AttentionMonitor(_Monitor):
                     and fits_model(model, self.processor, [(source, target)])):
                 self.pairs.append((source, target))
         self.ran_size = ran_size
+        self._has_gates = True
         self._warned = False
 
     def _image(self, tag, image):
@@ -329,7 +310,7 @@ class AttentionMonitor(_Monitor):
                 source, target, source_pieces, target_pieces = teacher_forcing_batch(
                     self.processor, self.pairs)
                 maps = attention_maps(model, source, target)
-                if maps is not None:
+                if maps:
                     cross = maps["cross"]  # [L, B, h, T, S]
                     for k, (src, tgt) in enumerate(zip(source_pieces, target_pieces)):
                         grid = cross[:, k, :, :len(tgt), :len(src)]
@@ -351,12 +332,13 @@ class AttentionMonitor(_Monitor):
         from keras_attn_zoo.evaluation.attention import GMM_KEYS
         from keras_attn_zoo.evaluation.attention import attention_maps
 
-        if not self.gate_pairs or not _has_gmm(self.model):
+        if not self.gate_pairs or not self._has_gates:
             return
         source, target, _, target_pieces = teacher_forcing_batch(self.processor,
                                                                  self.gate_pairs)
         maps = attention_maps(self.model, source, target)
-        if maps is None or GMM_KEYS[-1] not in maps:
+        if not maps or GMM_KEYS[-1] not in maps:
+            self._has_gates = False  # the model's maps never hold gates: stop asking
             return
         gate = maps["gmm_gate"]  # [L, B, h, T]
         layers, batch, _, rows = gate.shape
@@ -369,16 +351,6 @@ class AttentionMonitor(_Monitor):
                 continue  # a decoder layer without a mixture
             tf.summary.histogram(f"gmm/gate/layer_{layer}", values.reshape(-1))
             tf.summary.scalar(f"gmm/gate_mean/layer_{layer}", float(values.mean()))
-
-
-def _has_gmm(model):
-    from keras_attn_zoo.layers.gaussian_mixture_cross_attention import (
-        GaussianMixtureCrossAttention,
-    )
-
-    return any(isinstance(getattr(block, "cross_attention", None),
-                          GaussianMixtureCrossAttention)
-               for block in getattr(model, "decoder_blocks", []))
 
 
 class BranchWeightMonitor(_Monitor):
