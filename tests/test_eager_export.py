@@ -24,16 +24,16 @@ import pytest
 from tests.tiny_export import FRESH_PROCESS_PRELUDE
 import tensorflow as tf
 
-from keras_attn_zoo.data.eager import eager_vocabulary_size
-from keras_attn_zoo.data.eager import make_eager_dataset
-from keras_attn_zoo.data.eager import make_eager_id_pairs
+from keras_attn_zoo.models.eager import eager_vocabulary_size
+from keras_attn_zoo.models.eager.preprocessing import make_eager_dataset
+from keras_attn_zoo.models.eager.preprocessing import make_eager_id_pairs
 from keras_attn_zoo.data.vocabulary import EOS_ID
 from keras_attn_zoo.data.vocabulary import vocabulary_size
 from keras_attn_zoo.decoding.eager_processor import eager_translate
-from keras_attn_zoo.decoding.eager_processor import strip_eager_tokens
 from keras_attn_zoo.export import Translator
 from keras_attn_zoo.export import export_saved_model
-from keras_attn_zoo.models.eager_translator import eager_translator
+from keras_attn_zoo.models.eager import eager_translator
+from keras_attn_zoo.models.eager.processor import strip_eager_tokens
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 START_PADS = 2
@@ -111,8 +111,7 @@ def test_hooks(trained, tokenizer):
 
 def test_clean_output_filters_ids_and_alignment(trained):
     model, _ = trained
-    start, epsilon, pad = (model.special_ids[k]
-                           for k in ("start_id", "epsilon_id", "source_pad_id"))
+    start, epsilon, pad = model.special_ids
     ids = np.array([[start, start, 9, epsilon, 10, pad, 0],
                     [start, 11, 12, 13, 0, 0, 0],
                     [start, epsilon, 0, 0, 0, 0, 0]], "int32")

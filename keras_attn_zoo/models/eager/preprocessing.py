@@ -57,7 +57,7 @@ import json
 import os
 import pathlib
 import tempfile
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -65,40 +65,18 @@ from keras_attn_zoo.data.alignments import check_links
 from keras_attn_zoo.data.alignments import read_alignments
 from keras_attn_zoo.data.alignments import write_pharaoh
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID
+from keras_attn_zoo.models.eager.special_ids import DEFAULT_START_PADS
+from keras_attn_zoo.models.eager.special_ids import EagerSpecialIds
+from keras_attn_zoo.models.eager.special_ids import eager_special_ids
+from keras_attn_zoo.models.eager.special_ids import eager_vocabulary_size
 
 START_TOKEN = "<start>"
 EPSILON_TOKEN = "<eps>"
 SOURCE_PAD_TOKEN = "<src_pad>"
 EOS_TOKEN = "</s>"
 
-# Best of the paper's Table 2 on three of four directions; its decoding command uses 5.
-DEFAULT_START_PADS = 5
 # Aligned batching: truncated back-propagation through time, in steps (paper: 60).
 DEFAULT_BPTT = 60
-NUM_EAGER_SPECIAL_IDS = 3
-
-
-class EagerSpecialIds(NamedTuple):
-    """Ids of the eager model's extra symbols."""
-
-    start_id: int
-    epsilon_id: int
-    source_pad_id: int
-
-    @classmethod
-    def for_model_vocabulary(cls, vocabulary_size: int) -> "EagerSpecialIds":
-        """The default ids of a model of ``vocabulary_size``: its last three ids."""
-        return cls(vocabulary_size - 3, vocabulary_size - 2, vocabulary_size - 1)
-
-
-def eager_vocabulary_size(sentencepiece_size: int) -> int:
-    """The eager model's vocabulary: the SentencePiece ids plus start, ε and source pad."""
-    return int(sentencepiece_size) + NUM_EAGER_SPECIAL_IDS
-
-
-def eager_special_ids(sentencepiece_size: int) -> EagerSpecialIds:
-    """``(start, ε, source pad) = (sp_size, sp_size + 1, sp_size + 2)``."""
-    return EagerSpecialIds.for_model_vocabulary(eager_vocabulary_size(sentencepiece_size))
 
 
 # ---- links ----------------------------------------------------------------------------------
@@ -460,7 +438,7 @@ def make_aligned_stream_dataset(id_pairs: Sequence, batch_size: int,
     are cut into windows of ``bptt`` steps (the last one may be shorter).
     Window ``k + 1`` continues window ``k`` in every column, so a trainer that
     carries the LSTM state from one element to the next
-    (``train_on_aligned_stream``) back-propagates through ``bptt`` steps while
+    (``Trainer`` with the model's carried training state) back-propagates through ``bptt`` steps while
     the state flows through the whole stream, as in the paper.
 
     ``target_ids`` is the previous target token of the stream, except at the
