@@ -264,8 +264,8 @@ def test_processor_bans_eos_before_the_source_ends_and_caps_injection():
 
 
 def test_strip_and_empty_sources(model):
-    assert strip_eager_tokens([START, START, 9, EPS, 10, SRC_PAD, EOS, 11], model) == [9, 10]
-    assert strip_eager_tokens([[[START, 9, 0]], [[EPS, 0, 0]]], model) == [[[9]], [[]]]
+    assert strip_eager_tokens([START, START, 9, EPS, 10, SRC_PAD, EOS, 11], model.special_ids) == [9, 10]
+    assert strip_eager_tokens([[[START, 9, 0]], [[EPS, 0, 0]]], (START, EPS, SRC_PAD)) == [[[9]], [[]]]
     assert eager_translate(model, np.array([[EOS]], "int32")) == [[]]
     assert eager_translate(model, np.array([[EOS], [EOS]], "int32"), beam_size=1) == [[], []]
     assert EagerStreamer(model).finish() == []

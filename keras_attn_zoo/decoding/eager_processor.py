@@ -18,7 +18,6 @@ from keras_attn_zoo.models.eager.processor import DEFAULT_SOURCE_PADDING_INJECTI
 from keras_attn_zoo.models.eager.processor import apply_eager_rules
 from keras_attn_zoo.models.eager.processor import eager_processor_for
 from keras_attn_zoo.models.eager.processor import strip_eager_tokens
-from keras_attn_zoo.models.eager.special_ids import EagerSpecialIds
 
 
 def eager_translate(model, source_ids, *, beam_size=DEFAULT_BEAM_SIZE, length_penalty=0.6,
@@ -36,7 +35,7 @@ def eager_translate(model, source_ids, *, beam_size=DEFAULT_BEAM_SIZE, length_pe
         result = beam_search(model, source_ids, beam_size=beam_size,
                              length_penalty=length_penalty, max_length_a=max_length_a,
                              max_length_b=max_length_b, logits_processor=processor)
-    return [row[0] for row in strip_eager_tokens(result["ids"].numpy(), model)]
+    return [row[0] for row in strip_eager_tokens(result["ids"].numpy(), model.special_ids)]
 
 
 class EagerStreamer:
@@ -75,7 +74,7 @@ class EagerStreamer:
                  source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
                  max_length_a=2.0, max_length_b=10, carry_state=False):
         self.model = model
-        self.start_id, self.epsilon_id, self.source_pad_id = EagerSpecialIds.of(model)
+        self.start_id, self.epsilon_id, self.source_pad_id = model.special_ids
         self.rules = dict(
             start_id=self.start_id, epsilon_id=self.epsilon_id,
             source_pad_id=self.source_pad_id,

@@ -22,7 +22,7 @@ Special tokens and their ids
 ----------------------------
 The SentencePiece vocabulary (``vocabulary.py``) fixes ``0..3`` =
 PAD/UNK/BOS/EOS. The eager model needs three more symbols. They are **appended
-after the SentencePiece vocabulary** (:func:`eager_special_ids`)::
+after the SentencePiece vocabulary** (``special_ids.eager_special_ids``)::
 
     "<start>"   -> sp_size + 0    start padding (forced at the first steps)
     "<eps>"     -> sp_size + 1    ε, "write nothing yet"
@@ -30,7 +30,7 @@ after the SentencePiece vocabulary** (:func:`eager_special_ids`)::
     "</s>"      -> EOS_ID = 3     end of sentence, both sides
 
 and the model is built with ``vocabulary_size = sp_size + 3``
-(:func:`eager_vocabulary_size`); ``EagerLSTMTranslator`` takes the last three
+(``special_ids.eager_vocabulary_size``); ``EagerLSTMTranslator`` takes the last three
 ids as its special ids by default. This needs no change to
 ``train_sentencepiece`` (which accepts no extra trainer options) and works with
 any existing SentencePiece model; the three ids are never given to the
@@ -68,7 +68,6 @@ from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID
 from keras_attn_zoo.models.eager.special_ids import DEFAULT_START_PADS
 from keras_attn_zoo.models.eager.special_ids import EagerSpecialIds
 from keras_attn_zoo.models.eager.special_ids import eager_special_ids
-from keras_attn_zoo.models.eager.special_ids import eager_vocabulary_size
 
 START_TOKEN = "<start>"
 EPSILON_TOKEN = "<eps>"
@@ -318,7 +317,7 @@ def make_eager_id_pairs(
             the alignments themselves (one link list per pair, over pieces).
         cache_dir: eflomal's cache directory.
         start_pads: see :func:`eager_feasible`.
-        special_ids: default: :func:`eager_special_ids` of the tokenizer's size.
+        special_ids: default: ``eager_special_ids`` of the tokenizer's size.
 
     Returns:
         ``(id_pairs, stats)``: a list of ``(source_ids, target_ids)`` int32
@@ -488,17 +487,13 @@ def make_aligned_stream_dataset(id_pairs: Sequence, batch_size: int,
 
 __all__ = [
     "DEFAULT_BPTT",
-    "DEFAULT_START_PADS",
     "EOS_TOKEN",
     "EPSILON_TOKEN",
-    "EagerSpecialIds",
     "SOURCE_PAD_TOKEN",
     "START_TOKEN",
     "align_with_eflomal",
     "eager_feasible",
-    "eager_special_ids",
     "eager_training_example",
-    "eager_vocabulary_size",
     "epsilon_statistics",
     "is_eager_feasible",
     "make_aligned_stream_dataset",

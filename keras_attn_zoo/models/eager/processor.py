@@ -33,7 +33,6 @@ import tensorflow as tf
 
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from keras_attn_zoo.models.eager.special_ids import DEFAULT_START_PADS
-from keras_attn_zoo.models.eager.special_ids import EagerSpecialIds
 
 # The searches' floor for banned tokens (decoding.common.NEG_INF; models may not
 # import decoding).
@@ -117,7 +116,7 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
 
 def eager_processor_for(model, **options):
     """:func:`eager_logits_processor` with the model's special ids and start pads."""
-    start_id, epsilon_id, source_pad_id = EagerSpecialIds.of(model)
+    start_id, epsilon_id, source_pad_id = model.special_ids
     options.setdefault("start_pads", model.zoo_config["start_pads"])
     return eager_logits_processor(start_id, epsilon_id, source_pad_id, **options)
 
@@ -128,13 +127,13 @@ def strip_eager_tokens(ids, special_ids):
     Args:
         ids: one sequence of ids (list, array or tensor) or a batch of them
             (2-D, or the ``[B, N, T]`` ``ids`` of a search result).
-        special_ids: a model, ``EagerSpecialIds`` or a ``(start, ε, source pad)``
-            triple.
+        special_ids: ``EagerSpecialIds`` (a model's ``special_ids``) or a
+            ``(start, ε, source pad)`` triple.
 
     Returns:
         A list of ints, or (for batches) nested lists of the same shape minus the time axis.
     """
-    removed = set(EagerSpecialIds.of(special_ids)) | {PAD_ID, BOS_ID}
+    removed = set(special_ids) | {PAD_ID, BOS_ID}
     array = np.asarray(ids)
     if array.ndim > 1:
         return [strip_eager_tokens(row, special_ids) for row in array]

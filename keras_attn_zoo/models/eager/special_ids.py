@@ -23,12 +23,6 @@ class EagerSpecialIds(NamedTuple):
         """The default ids of a model of ``vocabulary_size``: its last three ids."""
         return cls(vocabulary_size - 3, vocabulary_size - 2, vocabulary_size - 1)
 
-    @classmethod
-    def of(cls, source) -> "EagerSpecialIds":
-        """The ids of an eager model (its ``special_ids``) or of a ``(start, ε, pad)`` triple."""
-        source = getattr(source, "special_ids", source)
-        return cls(*(int(value) for value in source))
-
 
 def eager_vocabulary_size(sentencepiece_size: int) -> int:
     """The eager model's vocabulary: the SentencePiece ids plus start, ε and source pad."""

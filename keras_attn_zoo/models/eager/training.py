@@ -9,7 +9,6 @@ aligned stream that the `Trainer` walks with the LSTM state carried.
 
 from keras_attn_zoo.data.vocabulary import vocabulary_size
 from keras_attn_zoo.models.eager import preprocessing
-from keras_attn_zoo.models.eager.special_ids import EagerSpecialIds
 from keras_attn_zoo.models.eager.special_ids import eager_special_ids
 from keras_attn_zoo.models.zoo_model import TrainingData
 
@@ -33,7 +32,7 @@ def checked_special_ids(model, sentencepiece_size):
             f"--model-options {taken}: in this recipe the eager special ids must be "
             f"the three ids after the {sentencepiece_size} SentencePiece pieces, "
             f"{sorted(appended)}; lower ids are pieces of the vocabulary.")
-    return EagerSpecialIds.of(model)
+    return model.special_ids
 
 
 def aligned_columns(id_pairs, batch_tokens):
