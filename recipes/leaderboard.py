@@ -4,7 +4,7 @@
 For each model (``--models``, default: all of ``MODEL_BUILDERS``) the leaderboard
 
 1. trains it with ``keras_attn_zoo.workflow.training_run`` - the code behind
-   ``recipes/train_wmt.py`` - on a Namespace built by ``train_wmt.parse_args``, so
+   ``recipes/train_wmt.py`` - on a ``RunConfig`` built by ``train_wmt.parse_args``, so
    every ``train_wmt.py`` flag works here too and means the same (``--data``,
    ``--batch-tokens``, ``--max-steps``, ``--mixed-precision`` ...). Each model gets
    the same wall-clock budget, ``--budget-minutes`` (train_wmt's
@@ -121,7 +121,7 @@ def parse_args(argv=None):
 
 
 def model_arguments(args, model):
-    """The train_wmt Namespace of one model (train_wmt's own parser)."""
+    """The `RunConfig` of one model (train_wmt's own parser)."""
     run_dir = args.output_dir / model
     argv = ["--model", model, "--preset", args.preset,
             "--time-budget-minutes", str(args.budget_minutes),
@@ -153,20 +153,14 @@ def restore_model(train_args, vocab_path):
 
     from keras_attn_zoo.data.vocabulary import load_tokenizer
     from keras_attn_zoo.data.vocabulary import vocabulary_size
-    from keras_attn_zoo.models import build_model
     from keras_attn_zoo.workflow import MIXED_PRECISION_POLICIES
-    from keras_attn_zoo.workflow import model_options
+    from keras_attn_zoo.workflow import build_for_vocabulary
 
     keras.mixed_precision.set_global_policy(
         MIXED_PRECISION_POLICIES[train_args.mixed_precision])
     tokenizer = load_tokenizer(vocab_path)
-    size = vocabulary_size(tokenizer)
-    options = model_options(train_args)
-    model = build_model(train_args.model, size, preset=train_args.preset, **options)
-    extra = int(getattr(model, "extra_token_count", 0) or 0)
-    if extra:  # ids beyond the SentencePiece pieces (the eager translator's 3)
-        model = build_model(train_args.model, size + extra, preset=train_args.preset,
-                            **options)
+    # The run's own build phase: with the ids the model adds (extra_token_count).
+    model = build_for_vocabulary(train_args, vocabulary_size(tokenizer))
     checkpoints = pathlib.Path(train_args.output_dir) / "checkpoints"
     latest = tf.train.latest_checkpoint(str(checkpoints))
     if latest is None:

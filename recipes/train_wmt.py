@@ -16,9 +16,11 @@ A killed run restarted with the same command resumes from its last checkpoint.
 """
 
 import argparse
+import dataclasses
 import json
 import sys
 
+from keras_attn_zoo.workflow import RunConfig
 from keras_attn_zoo.workflow import training_run
 
 
@@ -33,6 +35,7 @@ FALLBACK_SCHEDULE = (1e-3, 1000)  # other builders' presets (e.g. eager "paper")
 
 
 def parse_args(argv=None):
+    """The flags as a `RunConfig` (the 20-minute budget and the preset's schedule applied)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--model", default="transformer", help="zoo model builder name")
     p.add_argument("--preset", default="small", help="tiny | small | base | big")
@@ -92,7 +95,7 @@ def parse_args(argv=None):
     p.add_argument("--eager-aligned-batching", action="store_true",
                    help="eager_translator only: train on the paper's aligned stream "
                         "(LSTM state carried across BPTT windows) instead of "
-                        "per-sentence batches; one device, no checkpoints")
+                        "per-sentence batches")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--no-export", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
@@ -104,12 +107,15 @@ def parse_args(argv=None):
         args.learning_rate = peak
     if args.warmup_steps is None:
         args.warmup_steps = warmup
-    return args
+    values = vars(args)
+    values["aligned_batching"] = values.pop("eager_aligned_batching")
+    fields = {field.name for field in dataclasses.fields(RunConfig)}
+    assert set(values) == fields, set(values) ^ fields  # every flag is a config field
+    return RunConfig(**values)
 
 
 def main(argv=None):
-    args = parse_args(argv)
-    results = training_run(args)
+    results = training_run(parse_args(argv))
     print(json.dumps(results, indent=2))
     print(f"\nmodel:    {results['export_path'] or '(not exported)'}")
     print(f"logs:     {results['log_dir']}  (tensorboard --logdir {results['log_dir']})")

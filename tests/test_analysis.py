@@ -315,7 +315,7 @@ def test_analyze_rejects_bad_gold_files(analysis_setup, tmp_path):
 
 
 def test_analyze_model_without_attention_still_gets_bleu_by_length(analysis_setup):
-    from keras_attn_zoo.data.eager import eager_vocabulary_size
+    from keras_attn_zoo.models.eager import eager_vocabulary_size
     from keras_attn_zoo.models import eager_translator
 
     setup = analysis_setup

@@ -5,9 +5,11 @@ import random
 import keras
 import numpy as np
 import pytest
+import tensorflow as tf
 
-from keras_attn_zoo.data import eager as eager_data
-from keras_attn_zoo.data.eager import (
+from keras_attn_zoo.models import eager as eager_family
+from keras_attn_zoo.models.eager import preprocessing
+from keras_attn_zoo.models.eager.preprocessing import (
     EPSILON_TOKEN,
     SOURCE_PAD_TOKEN,
     START_TOKEN,
@@ -20,17 +22,9 @@ from keras_attn_zoo.data.eager import (
     read_pharaoh,
 )
 from keras_attn_zoo.decoding import beam_search, greedy_search
-from keras_attn_zoo.decoding.eager_processor import (
-    EagerStreamer,
-    eager_processor_for,
-    eager_translate,
-    strip_eager_tokens,
-)
-from keras_attn_zoo.models.eager_translator import (
-    EAGER_PRESETS,
-    eager_translator,
-    train_on_aligned_stream,
-)
+from keras_attn_zoo.decoding.eager_processor import EagerStreamer, eager_translate
+from keras_attn_zoo.models.eager.model import EAGER_PRESETS, eager_translator
+from keras_attn_zoo.models.eager.processor import eager_processor_for, strip_eager_tokens
 from keras_attn_zoo.training.seeding import seed_everything
 from tests import model_checks
 
@@ -152,7 +146,7 @@ def test_output_is_float32_logits_and_tied(model):
     out = np.asarray(model(batch))
     assert out.shape == (3, 7, VOCAB) and out.dtype == np.float32
     assert np.isfinite(out).all()
-    assert model.special_ids == {"start_id": START, "epsilon_id": EPS, "source_pad_id": SRC_PAD}
+    assert model.special_ids == eager_family.EagerSpecialIds(START, EPS, SRC_PAD)
     assert len(model.trainable_weights) == len({id(w) for w in model.trainable_weights})
 
 
@@ -270,8 +264,8 @@ def test_processor_bans_eos_before_the_source_ends_and_caps_injection():
 
 
 def test_strip_and_empty_sources(model):
-    assert strip_eager_tokens([START, START, 9, EPS, 10, SRC_PAD, EOS, 11], model) == [9, 10]
-    assert strip_eager_tokens([[[START, 9, 0]], [[EPS, 0, 0]]], model) == [[[9]], [[]]]
+    assert strip_eager_tokens([START, START, 9, EPS, 10, SRC_PAD, EOS, 11], model.special_ids) == [9, 10]
+    assert strip_eager_tokens([[[START, 9, 0]], [[EPS, 0, 0]]], (START, EPS, SRC_PAD)) == [[[9]], [[]]]
     assert eager_translate(model, np.array([[EOS]], "int32")) == [[]]
     assert eager_translate(model, np.array([[EOS], [EOS]], "int32"), beam_size=1) == [[], []]
     assert EagerStreamer(model).finish() == []
@@ -322,7 +316,7 @@ def id_pairs(tiny_parallel_corpus, tiny_tokenizer):
 def test_eager_id_pairs(id_pairs, tiny_tokenizer):
     from keras_attn_zoo.data.vocabulary import vocabulary_size
 
-    special = eager_data.eager_special_ids(vocabulary_size(tiny_tokenizer))
+    special = eager_family.eager_special_ids(vocabulary_size(tiny_tokenizer))
     for source, target in id_pairs:
         assert len(source) == len(target) and source[-1] == target[-1] == EOS
         assert (target[:2] == special.start_id).all()
@@ -353,7 +347,7 @@ def test_training_lowers_the_loss(id_pairs, tiny_tokenizer):
     from keras_attn_zoo.data.vocabulary import vocabulary_size
     from keras_attn_zoo.training import Trainer
 
-    size = eager_data.eager_vocabulary_size(vocabulary_size(tiny_tokenizer))
+    size = eager_family.eager_vocabulary_size(vocabulary_size(tiny_tokenizer))
     seed_everything(1)
     model = eager_translator(size, preset="tiny", start_pads=2)
     trainer = Trainer(model, keras.optimizers.Adam(0.02), label_smoothing=0.0,
@@ -363,12 +357,6 @@ def test_training_lowers_the_loss(id_pairs, tiny_tokenizer):
         losses.append(trainer.train_on_batch(inputs, labels)["loss"])
     assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:3]), losses
 
-    # Aligned batching with the state carried across windows.
-    stream_model = eager_translator(size, preset="tiny", start_pads=2)
-    stream = make_aligned_stream_dataset(id_pairs, batch_size=16, bptt=20)
-    losses = train_on_aligned_stream(stream_model, keras.optimizers.Adam(0.02), stream,
-                                     epochs=3, max_steps=30)
-    assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:3]), losses
 
 
 def test_eflomal_alignment_is_cached(tiny_parallel_corpus, tmp_path, monkeypatch):
@@ -376,13 +364,98 @@ def test_eflomal_alignment_is_cached(tiny_parallel_corpus, tmp_path, monkeypatch
     import sys
 
     pairs = [(s.lower().split(), t.lower().split()) for s, t in tiny_parallel_corpus[:200]]
-    links = eager_data.align_with_eflomal(pairs, tmp_path)
+    links = preprocessing.align_with_eflomal(pairs, tmp_path)
     assert len(links) == 200 and sum(map(len, links)) > 500
     # "der hund" / "the dog" style pairs align mostly monotonically.
     diagonal = sum(i == j for pair in links for i, j in pair) / sum(map(len, links))
     assert diagonal > 0.5
     assert len(list(tmp_path.glob("eflomal-*.links"))) == 2
     monkeypatch.setitem(sys.modules, "eflomal", None)  # a second run reads the cache
-    assert eager_data.align_with_eflomal(pairs, tmp_path) == links
+    assert preprocessing.align_with_eflomal(pairs, tmp_path) == links
     with pytest.raises(ImportError, match="pip install eflomal"):
-        eager_data.align_with_eflomal(pairs[:10], tmp_path / "other")
+        preprocessing.align_with_eflomal(pairs[:10], tmp_path / "other")
+
+
+# ---- aligned batching through the Trainer: the carried LSTM state ------------------------------
+
+
+def _stream_loss(model, inputs, labels, state):
+    from keras_attn_zoo.training.losses import token_loss_sum
+
+    logits, new_state = model.forward_with_state(inputs, state, training=False)
+    loss_sum, tokens, _ = token_loss_sum(labels, logits, 0.0)
+    return float(loss_sum / tokens), new_state
+
+
+def test_trainer_carries_the_state_across_windows(id_pairs, tiny_tokenizer):
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+    from keras_attn_zoo.training import Trainer
+
+    size = eager_family.eager_vocabulary_size(vocabulary_size(tiny_tokenizer))
+    seed_everything(2)
+    model = eager_translator(size, preset="tiny", start_pads=2)
+    # Learning rate 0: the weights stay, so each step's loss shows only the state.
+    trainer = Trainer(model, keras.optimizers.SGD(0.0), label_smoothing=0.0,
+                      checkpoint_every=0, carry_state=True)
+    (first, first_labels), (second, second_labels) = list(
+        make_aligned_stream_dataset(id_pairs, batch_size=4, bptt=6).take(2))
+    trainer.train_on_batch(first, first_labels)
+    carried = trainer.train_on_batch(second, second_labels)["loss"]
+
+    zeros = model.initial_training_state(4)
+    _, state = _stream_loss(model, first, first_labels, zeros)
+    manual, manual_state = _stream_loss(model, second, second_labels, state)
+    from_zeros, zeros_state = _stream_loss(model, second, second_labels, zeros)
+    np.testing.assert_allclose(carried, manual, rtol=1e-5)
+    flat = [np.asarray(t) for t in tf.nest.flatten(trainer.carried_state)]
+    for got, want, other in zip(flat, tf.nest.flatten(manual_state),
+                                tf.nest.flatten(zeros_state)):
+        np.testing.assert_allclose(got, np.asarray(want), atol=1e-5)
+        assert np.abs(got - np.asarray(other)).max() > 1e-3
+    assert carried != from_zeros
+
+    trainer.reset_state()  # an epoch start: zeros again
+    np.testing.assert_allclose(
+        trainer.train_on_batch(second, second_labels)["loss"], from_zeros, rtol=1e-5)
+
+
+def test_aligned_training_lowers_the_loss_and_resumes(id_pairs, tiny_tokenizer, tmp_path):
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+    from keras_attn_zoo.models.eager.training import ALIGNED_CLIP_NORM
+    from keras_attn_zoo.training import Trainer
+
+    size = eager_family.eager_vocabulary_size(vocabulary_size(tiny_tokenizer))
+
+    def make_trainer(seed):
+        seed_everything(seed)
+        model = eager_translator(size, preset="tiny", start_pads=2)
+        return Trainer(model, keras.optimizers.Adam(0.02), label_smoothing=0.0,
+                       checkpoint_dir=str(tmp_path / "checkpoints"), checkpoint_every=10,
+                       log_dir=str(tmp_path / "logs"), carry_state=True,
+                       clip_norm=ALIGNED_CLIP_NORM)
+
+    def stream(epoch):
+        del epoch
+        return make_aligned_stream_dataset(id_pairs, batch_size=16, bptt=20)
+
+    losses = []
+
+    class Record:
+        def on_step_end(self, trainer, step, logs):
+            losses.append(logs["loss"])
+
+    trainer = make_trainer(1)
+    trainer.callbacks.append(Record())
+    summary = trainer.train(stream, max_steps=30, verbose=0)
+    assert summary.steps == 30 and summary.resumed_from_step == 0
+    assert np.mean(losses[-5:]) < 0.8 * np.mean(losses[:3]), losses
+    saved = [w.numpy() for w in trainer.model.weights]
+
+    # A new run on the same directory (other initial weights) continues from step 30.
+    resumed = make_trainer(7)
+    assert resumed.restore() == 30
+    for weight, value in zip(resumed.model.weights, saved):
+        np.testing.assert_array_equal(weight.numpy(), value)
+    summary = resumed.train(stream, max_steps=33, verbose=0)
+    assert summary.resumed_from_step == 30 and summary.steps == 33
+    assert list((tmp_path / "logs").iterdir())  # TensorBoard events were written

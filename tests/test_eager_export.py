@@ -24,16 +24,16 @@ import pytest
 from tests.tiny_export import FRESH_PROCESS_PRELUDE
 import tensorflow as tf
 
-from keras_attn_zoo.data.eager import eager_vocabulary_size
-from keras_attn_zoo.data.eager import make_eager_dataset
-from keras_attn_zoo.data.eager import make_eager_id_pairs
+from keras_attn_zoo.models.eager import eager_vocabulary_size
+from keras_attn_zoo.models.eager.preprocessing import make_eager_dataset
+from keras_attn_zoo.models.eager.preprocessing import make_eager_id_pairs
 from keras_attn_zoo.data.vocabulary import EOS_ID
 from keras_attn_zoo.data.vocabulary import vocabulary_size
 from keras_attn_zoo.decoding.eager_processor import eager_translate
-from keras_attn_zoo.decoding.eager_processor import strip_eager_tokens
 from keras_attn_zoo.export import Translator
 from keras_attn_zoo.export import export_saved_model
-from keras_attn_zoo.models.eager_translator import eager_translator
+from keras_attn_zoo.models.eager import eager_translator
+from keras_attn_zoo.models.eager.processor import strip_eager_tokens
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 START_PADS = 2
@@ -111,8 +111,7 @@ def test_hooks(trained, tokenizer):
 
 def test_clean_output_filters_ids_and_alignment(trained):
     model, _ = trained
-    start, epsilon, pad = (model.special_ids[k]
-                           for k in ("start_id", "epsilon_id", "source_pad_id"))
+    start, epsilon, pad = model.special_ids
     ids = np.array([[start, start, 9, epsilon, 10, pad, 0],
                     [start, 11, 12, 13, 0, 0, 0],
                     [start, epsilon, 0, 0, 0, 0, 0]], "int32")
@@ -125,7 +124,7 @@ def test_clean_output_filters_ids_and_alignment(trained):
     np.testing.assert_array_equal(new_lengths, [2, 1, 0])
     expected = [row[:length] for row, length in zip(ids.tolist(), lengths)]
     assert [row[:n].tolist() for row, n in zip(new_ids, new_lengths)] == [
-        strip_eager_tokens(row, model) for row in expected]
+        strip_eager_tokens(row, model.special_ids) for row in expected]
     # Each kept token keeps its own alignment row; the rest is zero.
     np.testing.assert_array_equal(new_alignment[0], alignment[0, [2, 4]])
     np.testing.assert_array_equal(new_alignment[1, 0], alignment[1, 1])

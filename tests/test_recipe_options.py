@@ -152,7 +152,7 @@ def test_a_model_max_length_that_leaves_no_pair_is_refused(train_files, tmp_path
 
 
 def test_eager_start_pads_shape_the_training_targets(train_files, tmp_path, monkeypatch):
-    from keras_attn_zoo.data import eager
+    from keras_attn_zoo.models.eager import preprocessing as eager
 
     seen = []
     make_eager_dataset = eager.make_eager_dataset
@@ -165,7 +165,7 @@ def test_eager_start_pads_shape_the_training_targets(train_files, tmp_path, monk
     results, used = run_recipe(train_files, tmp_path, monkeypatch, "eager_translator",
                                "start_pads=2", steps=1)
     assert results["steps"] == 1
-    start = used["model"].special_ids["start_id"]
+    start = used["model"].special_ids.start_id
     targets = [target for _, target in seen[0]]
     assert targets and all(list(t[:2]) == [start, start] and t[2] != start for t in targets)
 

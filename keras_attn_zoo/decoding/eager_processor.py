@@ -1,30 +1,9 @@
-"""Decoding rules of the eager translator, as a logits processor for the zoo's searches.
+"""The eager translator's search drivers: batch translation and streaming.
 
-The eager model decodes with the shared ``beam_search`` / ``greedy_search``
-plus :func:`eager_logits_processor`, which applies the rules of Press & Smith
-(2018) at each step ``t`` of a hypothesis (``n`` = the position of its source
-EOS, ``P`` = start pads, ``k`` = ε limit, ``N`` = source padding injection):
-
-* ``t < P``: only the start token (forced, scored 0: not the model's choice);
-  it is banned afterwards;
-* at most ``k`` ε tokens per hypothesis (start tokens do not count): once ``k``
-  are emitted ε's probability is zero;
-* EOS is banned before the source EOS is read (``t < max(n, P)``); at
-  ``t >= n`` its log-probability is that of reading the source EOS now
-  (``state["eos_log_prob"]``, see ``EagerLSTMTranslator.decode_step``), while
-  every other token is scored by the step that read an injected source pad;
-* source padding injection: at most ``N`` source pads are injected, so at
-  ``t >= max(n + N, P)`` only EOS is left (``N = 0``: the output is exactly as
-  long as the source, as in the paper without SPI);
-* the source-pad token is never a target token.
-
-Defaults: the values of the paper's published decoding command (beam 5,
-ε limit 3, SPI 4, start pads 5); the paper tuned them on the development set.
-The reference ``generate.py`` defaults (beam 10, ε limit 9, SPI 3, start pads
-3) are options.
-
-:func:`strip_eager_tokens` removes start, ε and source-pad tokens from the
-output; :class:`EagerStreamer` translates a source that arrives token by token.
+The decoding rules themselves (the logits processor, its defaults and
+``strip_eager_tokens``) are in ``keras_attn_zoo.models.eager.processor``;
+here they drive the zoo's ``beam_search`` / ``greedy_search``.
+:class:`EagerStreamer` translates a source that arrives token by token.
 """
 
 import numpy as np
@@ -33,125 +12,12 @@ import tensorflow as tf
 from keras_attn_zoo.decoding import common
 from keras_attn_zoo.decoding.beam import beam_search
 from keras_attn_zoo.decoding.greedy import greedy_search
-
-DEFAULT_START_PADS = 5
-DEFAULT_EPSILON_LIMIT = 3
-DEFAULT_SOURCE_PADDING_INJECTION = 4
-DEFAULT_BEAM_SIZE = 5
-
-
-def _special(model_or_ids):
-    """``(start_id, epsilon_id, source_pad_id)`` of a model, a mapping or a triple."""
-    ids = getattr(model_or_ids, "special_ids", model_or_ids)
-    if isinstance(ids, dict):
-        return ids["start_id"], ids["epsilon_id"], ids["source_pad_id"]
-    if hasattr(ids, "start_id"):
-        return ids.start_id, ids.epsilon_id, ids.source_pad_id
-    start_id, epsilon_id, source_pad_id = ids
-    return start_id, epsilon_id, source_pad_id
-
-
-def apply_eager_rules(log_probs, step, epsilon_count, source_end, eos_log_prob, *,
-                      start_id, epsilon_id, source_pad_id,
-                      start_pads=DEFAULT_START_PADS, epsilon_limit=DEFAULT_EPSILON_LIMIT,
-                      source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION):
-    """The rules of the module docstring on float32 log-probs ``[R, V]``.
-
-    Args:
-        log_probs: float32 ``[R, V]`` (log-softmax of the step's logits).
-        step: scalar int32, the index of the token being chosen.
-        epsilon_count: int32 ``[R]``, ε emitted so far per row.
-        source_end: int32 ``[R]``, position of each row's source EOS.
-        eos_log_prob: float32 ``[R]``, log-prob of EOS when reading the source EOS.
-    """
-    neg = tf.constant(common.NEG_INF, tf.float32)
-    log_probs = tf.convert_to_tensor(log_probs, tf.float32)
-    step = tf.cast(step, tf.int32)
-    vocab = tf.range(tf.shape(log_probs)[-1])[tf.newaxis, :]
-    is_start = tf.equal(vocab, start_id)
-    is_eos = tf.equal(vocab, common.EOS_ID)
-    source_end = tf.cast(source_end, tf.int32)[:, tf.newaxis]
-    scores = tf.where(is_eos, tf.cast(eos_log_prob, tf.float32)[:, tf.newaxis], log_probs)
-
-    banned = tf.logical_or(is_start, tf.equal(vocab, source_pad_id))
-    too_many = tf.greater_equal(tf.cast(epsilon_count, tf.int32), epsilon_limit)[:, tf.newaxis]
-    banned = tf.logical_or(banned, tf.logical_and(tf.equal(vocab, epsilon_id), too_many))
-    earliest_end = tf.maximum(source_end, start_pads)
-    latest_end = tf.maximum(source_end + source_padding_injection, start_pads)
-    banned = tf.logical_or(banned, tf.logical_and(is_eos, step < earliest_end))
-    only_eos = step >= latest_end
-    banned = tf.logical_or(banned, tf.logical_and(only_eos, tf.logical_not(is_eos)))
-    scores = tf.where(banned, neg, scores)
-
-    forced_start = tf.where(is_start, 0.0, neg)
-    return tf.where(step < start_pads, forced_start, scores)
-
-
-def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
-                           start_pads=DEFAULT_START_PADS,
-                           epsilon_limit=DEFAULT_EPSILON_LIMIT,
-                           source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION):
-    """A ``logits_processor`` for ``beam_search`` / ``greedy_search`` (eager model only).
-
-    It reads ``state["source_end"]`` and ``state["eos_log_prob"]`` from
-    ``EagerLSTMTranslator.decode_step`` and counts ε in ``tokens_so_far``.
-
-    Args:
-        start_id, epsilon_id, source_pad_id: the model's special ids.
-        start_pads: P, start tokens forced first (must match the training data).
-        epsilon_limit: k, most ε per hypothesis.
-        source_padding_injection: N, most source pads injected after the source.
-
-    Returns:
-        ``fn(log_probs, step, tokens_so_far, state) -> log_probs``.
-    """
-    for name, value in (("start_pads", start_pads), ("epsilon_limit", epsilon_limit),
-                        ("source_padding_injection", source_padding_injection)):
-        if value < 0:
-            raise ValueError(f"{name} must be >= 0, got {value}.")
-
-    def processor(log_probs, step, tokens_so_far, state):
-        epsilon_count = tf.reduce_sum(
-            tf.cast(tf.equal(tokens_so_far, epsilon_id), tf.int32), axis=1)
-        return apply_eager_rules(
-            log_probs, step, epsilon_count, state["source_end"], state["eos_log_prob"],
-            start_id=start_id, epsilon_id=epsilon_id, source_pad_id=source_pad_id,
-            start_pads=start_pads, epsilon_limit=epsilon_limit,
-            source_padding_injection=source_padding_injection)
-
-    return processor
-
-
-def eager_processor_for(model, **options):
-    """:func:`eager_logits_processor` with the model's special ids and start pads."""
-    start_id, epsilon_id, source_pad_id = _special(model)
-    options.setdefault("start_pads", model.zoo_config["start_pads"])
-    return eager_logits_processor(start_id, epsilon_id, source_pad_id, **options)
-
-
-def strip_eager_tokens(ids, special_ids):
-    """Removes start, ε and source-pad tokens (and PAD/BOS) and stops at EOS.
-
-    Args:
-        ids: one sequence of ids (list, array or tensor) or a batch of them
-            (2-D, or the ``[B, N, T]`` ``ids`` of a search result).
-        special_ids: a model, ``EagerSpecialIds``, a dict or a
-            ``(start, ε, source pad)`` triple.
-
-    Returns:
-        A list of ints, or (for batches) nested lists of the same shape minus the time axis.
-    """
-    removed = set(_special(special_ids)) | {common.PAD_ID, common.BOS_ID}
-    array = np.asarray(ids)
-    if array.ndim > 1:
-        return [strip_eager_tokens(row, special_ids) for row in array]
-    kept = []
-    for token in array.tolist():
-        if token == common.EOS_ID:
-            break
-        if token not in removed:
-            kept.append(int(token))
-    return kept
+from keras_attn_zoo.models.eager.processor import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.models.eager.processor import DEFAULT_EPSILON_LIMIT
+from keras_attn_zoo.models.eager.processor import DEFAULT_SOURCE_PADDING_INJECTION
+from keras_attn_zoo.models.eager.processor import apply_eager_rules
+from keras_attn_zoo.models.eager.processor import eager_processor_for
+from keras_attn_zoo.models.eager.processor import strip_eager_tokens
 
 
 def eager_translate(model, source_ids, *, beam_size=DEFAULT_BEAM_SIZE, length_penalty=0.6,
@@ -169,7 +35,7 @@ def eager_translate(model, source_ids, *, beam_size=DEFAULT_BEAM_SIZE, length_pe
         result = beam_search(model, source_ids, beam_size=beam_size,
                              length_penalty=length_penalty, max_length_a=max_length_a,
                              max_length_b=max_length_b, logits_processor=processor)
-    return [row[0] for row in strip_eager_tokens(result["ids"].numpy(), model)]
+    return [row[0] for row in strip_eager_tokens(result["ids"].numpy(), model.special_ids)]
 
 
 class EagerStreamer:
@@ -208,7 +74,7 @@ class EagerStreamer:
                  source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
                  max_length_a=2.0, max_length_b=10, carry_state=False):
         self.model = model
-        self.start_id, self.epsilon_id, self.source_pad_id = _special(model)
+        self.start_id, self.epsilon_id, self.source_pad_id = model.special_ids
         self.rules = dict(
             start_id=self.start_id, epsilon_id=self.epsilon_id,
             source_pad_id=self.source_pad_id,

@@ -26,15 +26,38 @@ Hooks, with defaults that fit a plain encoder-decoder:
   attention weights, `{name: float32 [layers, batch, heads, queries, keys]}`
   (`{}`: the model has none; see `evaluation.attention` for the names).
 * `stepwise_positions`, `training_callbacks`, `wrap_optimizer`: below.
+* `training_data(...)`: how a recipe run prepares and batches this model's
+  training pairs (a `TrainingData`); `initial_training_state` /
+  `forward_with_state`: a state the `Trainer` carries from batch to batch
+  (None: none, the default).
 
 A zoo model keeps its constructor arguments in `zoo_config`; that dict is its
 Keras config (plus `name`), so `from_config` simply calls the constructor.
 """
 
+import dataclasses
+from typing import Callable
+
 import keras
 import numpy as np
 
 REQUIRED_METHODS = ("encode", "initial_state", "decode_step")
+
+
+@dataclasses.dataclass
+class TrainingData:
+    """A model's training data for one run, as `ZooModel.training_data` prepares it.
+
+    `make_dataset(epoch)` gives that epoch's `(inputs, labels)` batches;
+    `carry_state` and `clip_norm` go to the `Trainer`; `info` joins the run's
+    results.
+    """
+
+    make_dataset: Callable
+    dropped_too_long: int
+    info: dict = dataclasses.field(default_factory=dict)
+    carry_state: bool = False
+    clip_norm: float | None = None
 
 
 class ZooModel(keras.Model):
@@ -140,6 +163,60 @@ class ZooModel(keras.Model):
         Default: `optimizer` unchanged.
         """
         return optimizer
+
+    def training_length_limit(self, max_length):
+        """The run's `max_length`, lowered to the model's own `max_length` if it has one.
+
+        Longer pairs are dropped (and counted) instead of stopping the run with
+        a length error (fixed-size attention tables) or training positions the
+        model refuses to translate.
+        """
+        limit = self.zoo_config.get("max_length")
+        return max_length if limit is None else min(max_length, int(limit))
+
+    def training_data(self, pairs, tokenizer, *, batch_tokens, max_length, seed,
+                      work_dir, aligned_batching=False):
+        """Prepares the training `pairs` of a recipe run; returns `TrainingData`.
+
+        Default: token-budget batches of `data.make_dataset`, pairs longer
+        than `training_length_limit(max_length)` pieces dropped, reshuffled
+        per epoch with `seed + epoch`. `aligned_batching` needs a model with
+        a carried training state (refused here). `work_dir` is where a model
+        may cache what its data needs.
+        """
+        from keras_attn_zoo import data as zoo_data
+
+        del work_dir
+        if aligned_batching:
+            raise ValueError(f"Aligned batching needs a model that carries a training "
+                             f"state (initial_training_state); {self.name} has none.")
+        limit = self.training_length_limit(max_length)
+        _, stats = zoo_data.make_dataset(pairs, tokenizer, batch_tokens=batch_tokens,
+                                         max_length=limit, seed=seed)
+        note = "" if limit == max_length else " (the model's max_length)"
+        if not stats.kept:
+            # Trainer would wait forever for a first batch of an empty epoch.
+            raise SystemExit(f"No training pair has at most {limit} pieces{note} on "
+                             "each side.")
+        print(f"pipeline: {stats.kept} pairs kept, {stats.dropped_too_long} dropped as "
+              f"longer than {limit} pieces{note}; {stats.target_tokens} target tokens "
+              "per epoch")
+
+        def make_dataset(epoch):
+            dataset, _ = zoo_data.make_dataset(pairs, tokenizer, batch_tokens=batch_tokens,
+                                               max_length=limit, seed=seed + epoch)
+            return dataset
+
+        return TrainingData(make_dataset, stats.dropped_too_long)
+
+    def initial_training_state(self, batch_size):
+        """The state a `Trainer` with `carry_state` starts each epoch from; None: none."""
+        del batch_size
+        return None
+
+    def forward_with_state(self, inputs, state, training=False):
+        """`(logits, new_state)` of a teacher-forced pass from a carried `state`."""
+        raise NotImplementedError(f"{type(self).__name__} carries no training state.")
 
     def get_config(self):
         config = dict(self.zoo_config)

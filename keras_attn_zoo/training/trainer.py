@@ -12,6 +12,12 @@ skips the batches already seen in that epoch, as Keras' `BackupAndRestore`
 does for `fit`. TensorFlow writes checkpoint files under temporary names and
 updates the `checkpoint` index last, so a crash mid-save leaves the previous
 checkpoint usable.
+
+With `carry_state=True` (aligned batching, Press & Smith 2018) each replica
+keeps the model's training state (`ZooModel.initial_training_state`) from one
+batch to the next, with the gradient stopped between batches (truncated
+BPTT); the state restarts from the initial one at every epoch and when a run
+resumes (it is not checkpointed: at most one epoch's stream position is lost).
 """
 
 import dataclasses
@@ -59,6 +65,9 @@ class Trainer:
         keep_checkpoints: how many checkpoints to keep.
         callbacks: objects with optional `on_step_end(trainer, step, logs)`;
             called on every worker, write only on the chief.
+        carry_state: carry the model's training state across the batches of
+            an epoch (`ZooModel.initial_training_state` / `forward_with_state`).
+        clip_norm: clip the gradients to this global norm (`None`: off).
     """
 
     def __init__(
@@ -73,8 +82,13 @@ class Trainer:
         log_every=50,
         keep_checkpoints=3,
         callbacks=(),
+        carry_state=False,
+        clip_norm=None,
     ):
         self.model = model
+        self.carry_state = carry_state
+        self.clip_norm = clip_norm
+        self._state = None  # the carried training state (per replica)
         self.optimizer = optimizer
         self.strategy = strategy or tf.distribute.get_strategy()
         self.label_smoothing = label_smoothing
@@ -128,10 +142,15 @@ class Trainer:
 
     # ---- the step ---------------------------------------------------------------
 
-    def _replica_step(self, inputs, labels):
+    def _replica_step(self, inputs, labels, state=None):
         replica = tf.distribute.get_replica_context()
+        if self.carry_state and state is None:
+            state = self.model.initial_training_state(tf.shape(labels)[0])
         with tf.GradientTape() as tape:
-            logits = self.model(inputs, training=True)
+            if self.carry_state:
+                logits, state = self.model.forward_with_state(inputs, state, training=True)
+            else:
+                logits = self.model(inputs, training=True)
             loss_sum, tokens, correct = token_loss_sum(
                 labels, logits, self.label_smoothing
             )
@@ -142,23 +161,42 @@ class Trainer:
             scaled_loss = self.optimizer.scale_loss(loss)
         variables = self.model.trainable_variables
         gradients = tape.gradient(scaled_loss, variables)
+        if self.clip_norm:
+            gradients, _ = tf.clip_by_global_norm(gradients, self.clip_norm)
         self.optimizer.apply_gradients(zip(gradients, variables))
+        if self.carry_state:
+            return loss, tokens, correct, tf.nest.map_structure(tf.stop_gradient, state)
         return loss, tokens, correct
 
-    def _distributed_step(self, inputs, labels):
-        loss, tokens, correct = self.strategy.run(
-            self._replica_step, args=(inputs, labels)
-        )
+    def _distributed_step(self, inputs, labels, state=None):
+        outputs = self.strategy.run(self._replica_step, args=(inputs, labels, state))
+        loss, tokens, correct = outputs[:3]
         total = tf.distribute.ReduceOp.SUM
-        return {
+        metrics = {
             "loss": self.strategy.reduce(total, loss, axis=None),
             "tokens": self.strategy.reduce(total, tokens, axis=None),
             "correct": self.strategy.reduce(total, correct, axis=None),
         }
+        return metrics, (outputs[3] if self.carry_state else None)
+
+    @property
+    def carried_state(self):
+        """The training state the next step starts from (None: the initial one)."""
+        return self._state
+
+    def reset_state(self):
+        """Starts the carried training state afresh (at every epoch start)."""
+        self._state = None
 
     def train_on_batch(self, inputs, labels):
-        """One optimisation step on one (global) batch; returns float metrics."""
-        values = self._train_step(inputs, labels)
+        """One optimisation step on one (global) batch; returns float metrics.
+
+        With `carry_state`, the step starts from the state the previous call
+        left (or the model's initial one after `reset_state`) and keeps the new one.
+        """
+        values, state = self._train_step(inputs, labels, self._state)
+        if self.carry_state:
+            self._state = state
         return {k: float(v) for k, v in values.items()}
 
     # ---- the loop -----------------------------------------------------------------
@@ -201,6 +239,7 @@ class Trainer:
             if epochs is not None and epoch >= epochs:
                 break
             dataset = make_dataset(epoch).skip(int(self.batches_in_epoch.numpy()))
+            self.reset_state()
             for inputs, labels in self.strategy.experimental_distribute_dataset(dataset):
                 metrics = self.train_on_batch(inputs, labels)
                 self.batches_in_epoch.assign_add(1)

@@ -22,7 +22,7 @@ Special tokens and their ids
 ----------------------------
 The SentencePiece vocabulary (``vocabulary.py``) fixes ``0..3`` =
 PAD/UNK/BOS/EOS. The eager model needs three more symbols. They are **appended
-after the SentencePiece vocabulary** (:func:`eager_special_ids`)::
+after the SentencePiece vocabulary** (``special_ids.eager_special_ids``)::
 
     "<start>"   -> sp_size + 0    start padding (forced at the first steps)
     "<eps>"     -> sp_size + 1    ε, "write nothing yet"
@@ -30,7 +30,7 @@ after the SentencePiece vocabulary** (:func:`eager_special_ids`)::
     "</s>"      -> EOS_ID = 3     end of sentence, both sides
 
 and the model is built with ``vocabulary_size = sp_size + 3``
-(:func:`eager_vocabulary_size`); ``EagerLSTMTranslator`` takes the last three
+(``special_ids.eager_vocabulary_size``); ``EagerLSTMTranslator`` takes the last three
 ids as its special ids by default. This needs no change to
 ``train_sentencepiece`` (which accepts no extra trainer options) and works with
 any existing SentencePiece model; the three ids are never given to the
@@ -57,7 +57,7 @@ import json
 import os
 import pathlib
 import tempfile
-from typing import Callable, Iterable, NamedTuple, Sequence
+from typing import Callable, Iterable, Sequence
 
 import numpy as np
 
@@ -65,40 +65,17 @@ from keras_attn_zoo.data.alignments import check_links
 from keras_attn_zoo.data.alignments import read_alignments
 from keras_attn_zoo.data.alignments import write_pharaoh
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID
+from keras_attn_zoo.models.eager.special_ids import DEFAULT_START_PADS
+from keras_attn_zoo.models.eager.special_ids import EagerSpecialIds
+from keras_attn_zoo.models.eager.special_ids import eager_special_ids
 
 START_TOKEN = "<start>"
 EPSILON_TOKEN = "<eps>"
 SOURCE_PAD_TOKEN = "<src_pad>"
 EOS_TOKEN = "</s>"
 
-# Best of the paper's Table 2 on three of four directions; its decoding command uses 5.
-DEFAULT_START_PADS = 5
 # Aligned batching: truncated back-propagation through time, in steps (paper: 60).
 DEFAULT_BPTT = 60
-NUM_EAGER_SPECIAL_IDS = 3
-
-
-class EagerSpecialIds(NamedTuple):
-    """Ids of the eager model's extra symbols."""
-
-    start_id: int
-    epsilon_id: int
-    source_pad_id: int
-
-    @classmethod
-    def for_model_vocabulary(cls, vocabulary_size: int) -> "EagerSpecialIds":
-        """The default ids of a model of ``vocabulary_size``: its last three ids."""
-        return cls(vocabulary_size - 3, vocabulary_size - 2, vocabulary_size - 1)
-
-
-def eager_vocabulary_size(sentencepiece_size: int) -> int:
-    """The eager model's vocabulary: the SentencePiece ids plus start, ε and source pad."""
-    return int(sentencepiece_size) + NUM_EAGER_SPECIAL_IDS
-
-
-def eager_special_ids(sentencepiece_size: int) -> EagerSpecialIds:
-    """``(start, ε, source pad) = (sp_size, sp_size + 1, sp_size + 2)``."""
-    return EagerSpecialIds.for_model_vocabulary(eager_vocabulary_size(sentencepiece_size))
 
 
 # ---- links ----------------------------------------------------------------------------------
@@ -340,7 +317,7 @@ def make_eager_id_pairs(
             the alignments themselves (one link list per pair, over pieces).
         cache_dir: eflomal's cache directory.
         start_pads: see :func:`eager_feasible`.
-        special_ids: default: :func:`eager_special_ids` of the tokenizer's size.
+        special_ids: default: ``eager_special_ids`` of the tokenizer's size.
 
     Returns:
         ``(id_pairs, stats)``: a list of ``(source_ids, target_ids)`` int32
@@ -460,7 +437,7 @@ def make_aligned_stream_dataset(id_pairs: Sequence, batch_size: int,
     are cut into windows of ``bptt`` steps (the last one may be shorter).
     Window ``k + 1`` continues window ``k`` in every column, so a trainer that
     carries the LSTM state from one element to the next
-    (``train_on_aligned_stream``) back-propagates through ``bptt`` steps while
+    (``Trainer`` with the model's carried training state) back-propagates through ``bptt`` steps while
     the state flows through the whole stream, as in the paper.
 
     ``target_ids`` is the previous target token of the stream, except at the
@@ -510,17 +487,13 @@ def make_aligned_stream_dataset(id_pairs: Sequence, batch_size: int,
 
 __all__ = [
     "DEFAULT_BPTT",
-    "DEFAULT_START_PADS",
     "EOS_TOKEN",
     "EPSILON_TOKEN",
-    "EagerSpecialIds",
     "SOURCE_PAD_TOKEN",
     "START_TOKEN",
     "align_with_eflomal",
     "eager_feasible",
-    "eager_special_ids",
     "eager_training_example",
-    "eager_vocabulary_size",
     "epsilon_statistics",
     "is_eager_feasible",
     "make_aligned_stream_dataset",
