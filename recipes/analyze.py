@@ -321,7 +321,6 @@ def run(args):
     from keras_attn_zoo.evaluation import analysis
     from keras_attn_zoo.evaluation import plots
     from keras_attn_zoo.evaluation import report as reports
-    from keras_attn_zoo.evaluation.scores import corpus_scores
 
     started = time.monotonic()
     progress = not args.no_progress
@@ -374,12 +373,10 @@ def run(args):
         "data": {"description": description, "sentences": len(pairs),
                  "skipped_too_long": len(all_pairs) - len(pairs)},  # for either model
         "search": {"beam_size": args.beam_size, "length_penalty": args.length_penalty},
-        "scores": corpus_scores(translations, references),
+        **reports.translation_report(translations, references, bleu_buckets),
         "length_buckets": {"unit": "source words",
                            "bleu_boundaries": _bounds(args.bleu_buckets),
                            "entropy_boundaries": _bounds(args.entropy_buckets)},
-        "bleu_by_length": analysis.scores_by_bucket(translations, references, bleu_buckets),
-        "ngram_precision": {"model": analysis.ngram_precisions(translations, references)},
         "compare": None,
         "attention": None,
         "entropy_by_length": {},
@@ -395,17 +392,8 @@ def run(args):
     if other is not None:
         other_translations, _ = other.translate(sources, args.batch_size, progress,
                                                 description="translate (compare)")
-        ngram = report["ngram_precision"]
-        ngram["compare"] = analysis.ngram_precisions(other_translations, references)
-        ngram["difference"] = [round(a - b, 2) for a, b in zip(ngram["model"],
-                                                                ngram["compare"])]
-        ngram["compare_model"] = str(args.compare)
-        report["compare"] = {
-            "model": str(args.compare),
-            "scores": corpus_scores(other_translations, references),
-            "bleu_by_length": analysis.scores_by_bucket(other_translations, references,
-                                                        bleu_buckets),
-        }
+        reports.add_comparison(report, str(args.compare), other_translations, references,
+                               bleu_buckets)
     else:
         unavailable["n-gram precision gap"] = ("no --compare model: the precisions of this "
                                                "model alone are reported.")
@@ -441,40 +429,27 @@ def run(args):
                      "per-head entropy of the paper's Table 6.")
 
     if model.has_attention:
-        stats = reports.attention_statistics(
-            model.keras, pairs, model.teacher_forcing_batch, args.batch_size,
-            lambda items, total, what: _progress(items, total, what, progress))
-        summary = reports.summarise_attention(stats, entropy_buckets)
-        report["attention"] = {k: summary[k] for k in ("per_layer_head", "per_layer",
-                                                       "js_divergence")}
-        report["entropy_all"].update(summary["all"])
-        report["entropy_by_length"].update(summary["by_length"])
-        layers = stats["cross"][0].shape[0]
-        if args.gold_alignments:
-            layer = args.alignment_layer
-            if layer is None:
-                layer = layers - 2 if layers >= 2 else layers - 1
-            if not -layers <= layer < layers:
-                raise SystemExit(f"--alignment-layer {layer} is out of range for "
-                                 f"{layers} decoder layers.")
-            layer %= layers
-            report["alignment"] = {**reports.alignment_quality(stats, pairs, gold, layer),
+        try:
+            attention = reports.attention_report(
+                model.keras, pairs, model.teacher_forcing_batch, args.batch_size,
+                entropy_buckets, gold, args.alignment_layer,
+                lambda items, total, what: _progress(items, total, what, progress))
+        except ValueError as error:
+            raise SystemExit(str(error)) from error
+        report["attention"] = attention["attention"]
+        report["entropy_all"].update(attention["entropy_all"])
+        report["entropy_by_length"].update(attention["entropy_by_length"])
+        if gold is not None:
+            report["alignment"] = {**attention["alignment"],
                                    "gold": str(args.gold_alignments)}
         else:
             unavailable["alignment error rate"] = "no --gold-alignments file given."
-        if layers < 2:
-            notes.append(f"The model has {layers} decoder layer(s): the JS matrices are "
-                         "trivial.")
+        if attention["layers"] < 2:
+            notes.append(f"The model has {attention['layers']} decoder layer(s): the JS "
+                         "matrices are trivial.")
 
     if can_plot:
-        plots.plot_bleu_by_length(report, out, files)
-        plots.plot_ngram(report, out, files)
-        if report["attention"]:
-            plots.plot_entropy(report["attention"], out, files)
-            if report["attention"]["js_divergence"]:
-                plots.plot_js(report["attention"], out, files)
-        if report["entropy_by_length"]:
-            plots.plot_entropy_by_length(report["entropy_by_length"], out, files)
+        plots.draw_report_figures(report, out, files)
         if not no_attention:
             if args.sentences:
                 chosen = read_heatmap_sentences(args.sentences)
