@@ -157,23 +157,29 @@ def plot_ngram(report, out, files):
     _save(figure, out / "ngram_precision.png", files)
 
 
-def plot_entropy(summary, out, files):
-    slots = list(summary["per_layer_head"])
-    figure = _figure(3.2 * len(slots), 3.2)
-    for k, slot in enumerate(slots):
-        values = np.asarray(summary["per_layer_head"][slot], dtype=float)
-        axes = figure.add_subplot(1, len(slots), k + 1)
-        image = axes.imshow(values, cmap="viridis", aspect="auto")
+def _matrix_panels(matrices, path, files, xlabel, text_options, **image_options):
+    """One annotated matrix per slot, side by side; rows are layers."""
+    figure = _figure(3.2 * len(matrices), 3.2)
+    for k, (slot, values) in enumerate(matrices.items()):
+        values = np.asarray(values, dtype=float)
+        axes = figure.add_subplot(1, len(matrices), k + 1)
+        image = axes.imshow(values, **image_options)
         for (i, j), value in np.ndenumerate(values):
             axes.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
-                      color="white")
-        axes.set_xlabel("head")
+                      **text_options)
+        axes.set_xlabel(xlabel)
         axes.set_ylabel("layer")
         axes.set_xticks(range(values.shape[1]))
         axes.set_yticks(range(values.shape[0]))
         axes.set_title(slot, fontsize=9)
         figure.colorbar(image, ax=axes, fraction=0.046)
-    _save(figure, out / "entropy_per_layer_head.png", files)
+    _save(figure, path, files)
+
+
+def plot_entropy(summary, out, files):
+    """Entropy per layer (rows) and head (columns), one panel per attention slot."""
+    _matrix_panels(summary["per_layer_head"], out / "entropy_per_layer_head.png", files,
+                   "head", {"color": "white"}, cmap="viridis", aspect="auto")
 
 
 def plot_entropy_by_length(series, out, files):
@@ -191,21 +197,9 @@ def plot_entropy_by_length(series, out, files):
 
 
 def plot_js(summary, out, files):
-    slots = list(summary["js_divergence"])
-    figure = _figure(3.2 * len(slots), 3.2)
-    for k, slot in enumerate(slots):
-        values = np.asarray(summary["js_divergence"][slot], dtype=float)
-        axes = figure.add_subplot(1, len(slots), k + 1)
-        image = axes.imshow(values, cmap="magma_r", vmin=0.0, vmax=math.log(2.0))
-        for (i, j), value in np.ndenumerate(values):
-            axes.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7)
-        axes.set_xlabel("layer")
-        axes.set_ylabel("layer")
-        axes.set_xticks(range(values.shape[0]))
-        axes.set_yticks(range(values.shape[0]))
-        axes.set_title(slot, fontsize=9)
-        figure.colorbar(image, ax=axes, fraction=0.046)
-    _save(figure, out / "js_divergence.png", files)
+    """JS divergence between layers (0 to ln 2), one panel per attention slot."""
+    _matrix_panels(summary["js_divergence"], out / "js_divergence.png", files, "layer",
+                   {}, cmap="magma_r", vmin=0.0, vmax=math.log(2.0))
 
 
 def draw_report_figures(report, out, files):
