@@ -266,18 +266,11 @@ def _numpy(value):
 
 def _fits(model, pairs):
     """Indices of pairs whose source (+EOS) and target (+BOS) the model accepts."""
-    limit = model.max_input_length
-    if limit is None:
-        return list(range(len(pairs)))
-    keras_limit = model.keras.max_decode_length if model.keras is not None else None
-    kept = []
-    for index, (source, target) in enumerate(pairs):
-        if len(model.processor.encode_as_ids(source)) + 1 > limit:
-            continue
-        if keras_limit is not None and len(model.processor.encode_as_ids(target)) + 1 > keras_limit:
-            continue
-        kept.append(index)
-    return kept
+    from keras_attn_zoo.evaluation.report import fitting_pairs
+
+    return fitting_pairs(
+        model.processor, pairs, model.max_input_length,
+        model.keras.max_decode_length if model.keras is not None else None)
 
 
 # ---- data ---------------------------------------------------------------------------------
@@ -304,17 +297,12 @@ def load_data(args, card):
 
 
 def read_heatmap_sentences(path):
-    rows = []
-    with open(path, encoding="utf-8") as handle:
-        for number, line in enumerate(handle, start=1):
-            line = line.rstrip("\r\n")
-            if not line.strip():
-                continue
-            source, _, target = line.partition("\t")
-            rows.append((source.strip(), target.strip() or None))
-    if not rows:
-        raise SystemExit(f"{path} has no sentences.")
-    return rows
+    from keras_attn_zoo.evaluation.report import read_sentence_pairs
+
+    try:
+        return read_sentence_pairs(path)
+    except ValueError as error:
+        raise SystemExit(str(error)) from error
 
 
 def run(args):

@@ -183,6 +183,32 @@ def test_summarise_attention_weights_by_rows_and_keeps_empty_buckets():
     assert "encoder_self" not in summary["per_layer_head"]
 
 
+def test_fitting_pairs_and_sentence_files(tmp_path, tiny_trained_export):
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
+    from keras_attn_zoo.evaluation import report
+
+    _, _, version = tiny_trained_export
+    processor = sentencepiece_processor(str(version / "assets" / "vocab.model"))
+    pairs = [("the cat", "a dog"), ("the cat sees the dog", "a dog"),
+             ("the cat", "a small red bird sees the dog")]
+    size = [(len(processor.encode_as_ids(s)), len(processor.encode_as_ids(t)))
+            for s, t in pairs]
+    longest_source = max(n for n, _ in size)
+    assert report.fitting_pairs(processor, pairs, None, 1) == [0, 1, 2]  # no limit
+    # Source pieces + EOS and target pieces + BOS must fit.
+    assert report.fitting_pairs(processor, pairs, longest_source) == [
+        i for i, (n, _) in enumerate(size) if n + 1 <= longest_source]
+    target_limit = size[0][1] + 1
+    assert report.fitting_pairs(processor, pairs, longest_source + 1, target_limit) == [
+        i for i, (_, m) in enumerate(size) if m + 1 <= target_limit]
+    path = tmp_path / "sentences.txt"
+    path.write_text("one two\tuno dos\n\n  three \n")
+    assert report.read_sentence_pairs(path) == [("one two", "uno dos"), ("three", None)]
+    path.write_text("\n \n")
+    with pytest.raises(ValueError, match="has no sentences"):
+        report.read_sentence_pairs(path)
+
+
 def _minimal_report(**changes):
     report = {
         "model": {"path": "m", "input": ".keras", "class": "Seq2SeqTransformer"},

@@ -31,6 +31,42 @@ def _no_progress(iterable, total, description):
     return iterable
 
 
+# ---- inputs ------------------------------------------------------------------------------
+
+
+def fitting_pairs(processor, pairs, source_limit, target_limit=None):
+    """Indices of the pairs a model accepts: source pieces + EOS <= `source_limit`,
+    target pieces + BOS <= `target_limit` (the teacher-forced pass); None: no limit.
+
+    No source limit keeps every pair (a model without one reads any length).
+    """
+    if source_limit is None:
+        return list(range(len(pairs)))
+    kept = []
+    for index, (source, target) in enumerate(pairs):
+        if len(processor.encode_as_ids(source)) + 1 > source_limit:
+            continue
+        if target_limit is not None and len(processor.encode_as_ids(target)) + 1 > target_limit:
+            continue
+        kept.append(index)
+    return kept
+
+
+def read_sentence_pairs(path):
+    """`(source, target or None)` per non-empty line of 'source' or 'source<TAB>target'."""
+    rows = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            line = line.rstrip("\r\n")
+            if not line.strip():
+                continue
+            source, _, target = line.partition("\t")
+            rows.append((source.strip(), target.strip() or None))
+    if not rows:
+        raise ValueError(f"{path} has no sentences.")
+    return rows
+
+
 # ---- the teacher-forced attention pass ----------------------------------------------------
 
 
