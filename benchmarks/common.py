@@ -406,6 +406,16 @@ def mark_baseline():
     _BASELINE["rss_mb"] = peak_rss_mb()
 
 
+def reset_baseline():
+    """Forgets the baseline (before the next of several measurements in one child)."""
+    _BASELINE.pop("rss_mb", None)
+
+
+def baseline_rss_mb():
+    """The baseline of :func:`mark_baseline`, or None."""
+    return _BASELINE.get("rss_mb")
+
+
 def _isolated_main(script, function, kwargs_json):
     spec = importlib.util.spec_from_file_location("isolated_benchmark", script)
     module = importlib.util.module_from_spec(spec)

@@ -62,9 +62,9 @@ def _smoke_model(workdir):
 
     pairs = make_synthetic_parallel_sentences(200)
     vocab = train_sentencepiece(pairs, workdir / "vocab.model", vocab_size=120)
-    import sentencepiece
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
-    size = sentencepiece.SentencePieceProcessor(model_file=str(vocab)).get_piece_size()
+    size = sentencepiece_processor(vocab).get_piece_size()
     model = transformer(size, preset="tiny")
     base = export_saved_model(model, str(vocab), workdir / "saved", name="smoke")
     return model, vocab, base, pairs[:12], "de-en"

@@ -27,7 +27,7 @@ Fixed-length models (RAN, the synthesizer, HC-SA) accept at most their
 Usage:
     python benchmarks/decode_memory.py                 # small preset, ~10 min
     python benchmarks/decode_memory.py --lengths 16,256 --models transformer,eager_stream
-    python benchmarks/decode_memory.py --smoke
+    python benchmarks/decode_memory.py --smoke     # all points in ONE fresh process
 
 Writes ``benchmarks/results/decode_memory-<date>.json`` and prints the table.
 """
@@ -72,10 +72,10 @@ def measure_point(spec, length, preset, vocab_path, batch=1, beam=4):
     """Runs in the child process: one model, one input length. Returns a dict."""
     import numpy as np
 
-    from decode_speed import build_zoo_translator
-    from decode_speed import parse_model_spec
-    from decode_speed import zoo_call
-    from decode_speed import zoo_source_ids
+    from inputs import zoo_source_ids
+    from zoo_decoding import build_zoo_translator
+    from zoo_decoding import parse_model_spec
+    from zoo_decoding import zoo_call
 
     name, kwargs, _ = parse_model_spec(spec)
     if name == "eager_stream":
@@ -96,15 +96,34 @@ def measure_point(spec, length, preset, vocab_path, batch=1, beam=4):
             "mean_target_length": float(np.mean(output["lengths"].numpy()))}
 
 
-def _measure_stream(length, preset, vocab_path, batch):
-    import sentencepiece
+def measure_points(points):
+    """Runs in the child process: :func:`measure_point` of each point in turn.
 
-    from decode_speed import zoo_source_ids
+    For ``--smoke`` (TensorFlow starts once, not once per point): the points
+    share the process, so a row's ``peak_rss_mb`` is the peak so far and its
+    ``baseline_rss_mb`` the peak before its measured part; they exercise the
+    code, they are no memory figures.
+    """
+    rows = []
+    for point in points:
+        common.reset_baseline()
+        row = dict(measure_point(**point))
+        row["peak_rss_mb"] = round(common.peak_rss_mb(), 1)
+        baseline = common.baseline_rss_mb()
+        if baseline is not None:
+            row["baseline_rss_mb"] = round(baseline, 1)
+            row["delta_rss_mb"] = round(row["peak_rss_mb"] - baseline, 1)
+        rows.append(row)
+    return {"rows": rows}
+
+
+def _measure_stream(length, preset, vocab_path, batch):
+    from inputs import zoo_source_ids
     from keras_attn_zoo.decoding.eager_processor import EagerStreamer
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
     from keras_attn_zoo.models import eager_translator
 
-    vocab_size = sentencepiece.SentencePieceProcessor(
-        model_file=str(vocab_path)).get_piece_size()
+    vocab_size = sentencepiece_processor(vocab_path).get_piece_size()
     seed_everything(0)
     model = eager_translator(vocab_size + 3, preset=preset)  # + start, epsilon, pad
     streamer = EagerStreamer(model, source_padding_injection=0)
@@ -127,23 +146,27 @@ def _measure_stream(length, preset, vocab_path, batch):
 
 
 def run(args):
-    from decode_speed import benchmark_vocabulary
+    from inputs import benchmark_vocabulary
 
     run_info = common.start_run()
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="decode_memory-"))
     vocab_path = benchmark_vocabulary(types.SimpleNamespace(
         vocab_size=args.vocab_size, smoke=args.smoke, source_words=15), workdir)
+    points = [{"spec": spec, "length": length, "preset": args.preset,
+               "vocab_path": str(vocab_path), "batch": args.batch, "beam": args.beam}
+              for length in args.lengths for spec in args.models]
+    if args.smoke:
+        shared = common.run_isolated(__file__, "measure_points", {"points": points},
+                                     timeout=args.timeout)
+        results = shared.get("rows") or [shared] * len(points)  # one error for all
+    else:
+        results = (common.run_isolated(__file__, "measure_point", point,
+                                       timeout=args.timeout) for point in points)
     rows = []
-    for length in args.lengths:
-        for spec in args.models:
-            result = common.run_isolated(
-                __file__, "measure_point",
-                {"spec": spec, "length": length, "preset": args.preset,
-                 "vocab_path": str(vocab_path), "batch": args.batch, "beam": args.beam},
-                timeout=args.timeout)
-            row = {"model": spec, "length": length, **result}
-            rows.append(row)
-            print(common.format_table([row], COLUMNS), flush=True)
+    for point, result in zip(points, results):
+        row = {"model": point["spec"], "length": point["length"], **result}
+        rows.append(row)
+        print(common.format_table([row], COLUMNS), flush=True)
     growth = {}
     for spec in args.models:
         points = [(r["length"], r["delta_rss_mb"]) for r in rows

@@ -20,21 +20,9 @@ server would):
    1.25x at batch 100; the paper: 1.236x) and the decoding MFU (ideal decoding
    FLOPs from ``keras_attn_zoo.evaluation.flops`` over the float32 matmul rate).
 
-Fixed output length (table 4): untrained models end a sentence whenever EOS happens
-to win, so their speed would measure luck. Every zoo model therefore decodes with
-a logits processor that bans EOS, and with ``max_length_a=0, max_length_b=L``
-(``--output-length``): the search forces EOS at step L whatever the processor says
-(with the model's own EOS log-probability), so every hypothesis has exactly L
-tokens and every call runs exactly L + 1 decoder steps (checked: the rows record
-the mean output length). The search is the
-export's: ``Translator.translate_ids`` (the exported ``translate_ids`` graph,
-in-process), with the processor attached to the model. The eager translator
-decodes under its own rules (forced start tokens, epsilon limit, source padding
-injection) with the injection limit raised to L so that only the ban and the
-length limit decide where its output ends; its ``clean_output`` hook (which drops
-start and epsilon tokens from the result) is left out so that the rows count
-decoded tokens. Sources are random ids of ``--source-tokens``
-tokens (EOS included), all rows equally long.
+Fixed output length (table 4): every zoo model decodes with EOS banned until L
+tokens (``--output-length``), see ``zoo_decoding.py``; the rows record the mean
+output length.
 
 Both models are random (or the trained export's weights for ours): what is measured
 is the search, not the translation. An untrained model rarely emits EOS, so outputs
@@ -57,12 +45,19 @@ from __future__ import annotations
 import argparse
 import json
 import pathlib
-import random
-import string
 import sys
 import tempfile
 
 import common
+from inputs import benchmark_sentences
+from inputs import benchmark_vocabulary
+from inputs import synthetic_corpus
+from inputs import vocabulary_words
+from reference import KerasHubTransformer
+from zoo_decoding import ZOO_COLUMNS
+from zoo_decoding import measure_zoo
+from zoo_decoding import zoo_summary
+from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 from keras_attn_zoo.training.seeding import seed_everything
 
 RESULTS_DIR = common.RESULTS_DIR
@@ -132,40 +127,7 @@ def parse_args(argv=None):
     return args
 
 
-# ---- inputs -----------------------------------------------------------------------
-
-def synthetic_corpus(num_words, num_sentences, words_per_sentence, seed=0):
-    """Random pseudo-words with a Zipf-like frequency, as sentences."""
-    rng = random.Random(seed)
-    words = ["".join(rng.choice(string.ascii_lowercase)
-                     for _ in range(rng.randint(2, 9))) for _ in range(num_words)]
-    weights = [1.0 / (rank + 1) for rank in range(num_words)]
-    return [" ".join(rng.choices(words, weights, k=rng.randint(
-        max(1, words_per_sentence // 2), words_per_sentence * 2)))
-        for _ in range(num_sentences)], words, weights
-
-
-def benchmark_sentences(args, count, words=None, weights=None, seed=1):
-    if args.sentences:
-        lines = [line.strip() for line in
-                 pathlib.Path(args.sentences).read_text(encoding="utf-8").splitlines()]
-        lines = [line for line in lines if line] or ["."]
-        return [lines[i % len(lines)] for i in range(count)]
-    rng = random.Random(seed)
-    return [" ".join(rng.choices(words, weights, k=args.source_words))
-            for _ in range(count)]
-
-
-def vocabulary_words(proto):
-    """Words to build sentences from, for a trained export: its whole-word pieces."""
-    import sentencepiece
-
-    processor = sentencepiece.SentencePieceProcessor(model_proto=proto)
-    words = [processor.id_to_piece(i)[1:] for i in range(4, processor.get_piece_size())
-             if processor.id_to_piece(i).startswith("\u2581")
-             and len(processor.id_to_piece(i)) > 1]
-    return words or ["a"], [1.0] * max(len(words), 1)
-
+# ---- the export ----------------------------------------------------------------
 
 def build_export(args, workdir):
     """Trains a SentencePiece model on synthetic text, builds and exports a model."""
@@ -185,26 +147,7 @@ def build_export(args, workdir):
     return path, words, weights
 
 
-def benchmark_vocabulary(args, workdir):
-    """A SentencePiece model trained on the synthetic corpus (made once per run)."""
-    from keras_attn_zoo.data.vocabulary import train_sentencepiece
-
-    path = workdir / "vocab.model"
-    if not path.exists():
-        corpus, _, _ = synthetic_corpus(max(50, args.vocab_size),
-                                        400 if args.smoke else 40_000,
-                                        args.source_words)
-        train_sentencepiece(corpus, path, vocab_size=args.vocab_size)
-    return path
-
-
 # ---- timing -----------------------------------------------------------------------
-
-def timed(function, repeats):
-    """Warm-up call, then the median of ``repeats`` timed calls: (seconds, result)."""
-    timing, result = common.time_call(function, repeats=repeats, warmup=1)
-    return timing.median, result
-
 
 def ours_call(signature, sentences, beam, a, b):
     import tensorflow as tf
@@ -215,279 +158,6 @@ def ours_call(signature, sentences, beam, a, b):
                    max_length_a=tf.constant(float(a), tf.float32),
                    max_length_b=tf.constant(float(b), tf.float32))
     return lambda: signature(text=text, **options)
-
-
-# ---- keras-hub reference ------------------------------------------------------------
-
-class KerasHubSeq2Seq:
-    """A Transformer of the zoo model's size built from keras-hub layers, decoded with
-    ``keras_hub.samplers.BeamSampler`` and per-layer key/value caches."""
-
-    def __init__(self, vocabulary_size, model_dim, intermediate_dim, num_heads,
-                 num_encoder_layers, num_decoder_layers, max_positions):
-        import keras
-        import keras_hub
-
-        self.model_dim, self.num_heads = model_dim, num_heads
-        self.head_dim = model_dim // num_heads
-        self.embedding = keras_hub.layers.TokenAndPositionEmbedding(
-            vocabulary_size, max_positions, model_dim)
-        self.encoders = [keras_hub.layers.TransformerEncoder(intermediate_dim, num_heads)
-                         for _ in range(num_encoder_layers)]
-        self.decoders = [keras_hub.layers.TransformerDecoder(intermediate_dim, num_heads)
-                         for _ in range(num_decoder_layers)]
-        self.output_layer = keras.layers.Dense(vocabulary_size)
-        self._functions = {}
-
-    def encode(self, source_ids):
-        from keras import ops
-
-        mask = ops.not_equal(source_ids, 0)
-        x = self.embedding(source_ids)
-        for layer in self.encoders:
-            x = layer(x, padding_mask=mask)
-        return x, mask
-
-    def _decode_one(self, token_ids, index, memory, memory_mask, self_caches,
-                    cross_caches, seed_cross):
-        x = self.embedding(token_ids, start_index=index)
-        new_self, new_cross = [], []
-        for layer, self_cache, cross_cache in zip(self.decoders, self_caches,
-                                                  cross_caches):
-            x, self_cache, cross_cache = layer(
-                x, encoder_sequence=memory, encoder_padding_mask=memory_mask,
-                self_attention_cache=self_cache,
-                self_attention_cache_update_index=index,
-                cross_attention_cache=cross_cache,
-                cross_attention_cache_update_index=0 if seed_cross else None)
-            new_self.append(self_cache)
-            new_cross.append(cross_cache)
-        return self.output_layer(x)[:, 0, :], x[:, 0, :], new_self, new_cross
-
-    def generate_function(self, num_beams):
-        """tf.function(source_ids [B, S], prompt [B, T + 2]) -> tokens [B, T + 2]."""
-        if num_beams in self._functions:
-            return self._functions[num_beams]
-        import keras_hub
-        import tensorflow as tf
-        from keras import ops
-
-        sampler = keras_hub.samplers.BeamSampler(num_beams=num_beams)
-
-        @tf.function(input_signature=[tf.TensorSpec([None, None], tf.int32),
-                                      tf.TensorSpec([None, None], tf.int32)])
-        def generate(source_ids, prompt):
-            memory, memory_mask = self.encode(source_ids)
-            batch = ops.shape(source_ids)[0]
-            self_shape = [batch, 2, ops.shape(prompt)[1], self.num_heads, self.head_dim]
-            cross_shape = [batch, 2, ops.shape(source_ids)[1], self.num_heads,
-                           self.head_dim]
-            layers = range(len(self.decoders))
-            self_caches = [ops.zeros(self_shape) for _ in layers]
-            cross_caches = [ops.zeros(cross_shape) for _ in layers]
-            # Seeding pass on BOS: fills slot 0 and the cross-attention caches.
-            _, _, self_caches, cross_caches = self._decode_one(
-                prompt[:, :1], 0, memory, memory_mask, self_caches, cross_caches,
-                seed_cross=True)
-
-            def next_fn(prompt, cache, index):
-                self_caches, cross_caches, memory, memory_mask = cache
-                token = ops.slice(prompt, [0, index - 1], [ops.shape(prompt)[0], 1])
-                logits, hidden, self_caches, _ = self._decode_one(
-                    token, index - 1, memory, memory_mask, self_caches, cross_caches,
-                    seed_cross=False)
-                return logits, hidden, (self_caches, cross_caches, memory, memory_mask)
-
-            return sampler(next=next_fn, prompt=prompt,
-                           cache=(self_caches, cross_caches, memory, memory_mask),
-                           index=1)
-
-        self._functions[num_beams] = generate
-        return generate
-
-    def call(self, source_ids, steps, num_beams):
-        """A callable decoding ``steps`` + 1 positions (T tokens + the EOS step)."""
-        import numpy as np
-        import tensorflow as tf
-
-        prompt = np.zeros([source_ids.shape[0], steps + 2], "int32")
-        prompt[:, 0] = 2  # BOS
-        generate = self.generate_function(num_beams)
-        source = tf.constant(source_ids)
-        prompt = tf.constant(prompt)
-        return lambda: generate(source, prompt)
-
-
-# ---- every zoo model at a fixed output length (table 4) ----------------------------
-
-def parse_model_spec(spec):
-    """``"ran_transformer:apply_to=all"`` -> ``("ran_transformer", {"apply_to": "all"},
-    "ran_transformer:apply_to=all")`` (options as ``train_wmt.py --model-options``)."""
-    from keras_attn_zoo.models import parse_model_options
-
-    name, _, options = spec.partition(":")
-    return name.strip(), parse_model_options(options), spec
-
-
-class FixedLengthModel:
-    """Step-protocol proxy whose ``logits_processor`` bans EOS at every step.
-
-    Decoded with ``max_length_a=0, max_length_b=L``, the search forces EOS at step
-    L anyway (at a row's length limit only EOS is allowed, with the model's own
-    log-probability, whatever the processor returns): every hypothesis is then
-    exactly L tokens long, whatever the weights. ``inner`` (a model's own
-    processor, e.g. the eager translator's rules) runs first. Every other
-    attribute is the wrapped model's.
-    """
-
-    def __init__(self, model, inner=None):
-        self.model = model
-        self.inner = inner
-
-    def __getattr__(self, name):
-        # clean_output (the eager translator's removal of start/epsilon tokens) is
-        # left out so that the returned lengths count the decoded tokens.
-        if name in ("model", "inner", "clean_output"):
-            raise AttributeError(name)
-        return getattr(self.model, name)
-
-    def encode(self, source_ids):
-        return self.model.encode(source_ids)
-
-    def initial_state(self, memory, max_length):
-        return self.model.initial_state(memory, max_length)
-
-    def decode_step(self, token, step, state):
-        return self.model.decode_step(token, step, state)
-
-    def logits_processor(self, log_probs, step, tokens_so_far, state):
-        import tensorflow as tf
-
-        from keras_attn_zoo.decoding import common as search_common
-
-        if self.inner is not None:
-            log_probs = self.inner(log_probs, step, tokens_so_far, state)
-        del step, tokens_so_far, state
-        is_eos = tf.equal(tf.range(tf.shape(log_probs)[-1]), search_common.EOS_ID)
-        return tf.where(is_eos[tf.newaxis, :], search_common.NEG_INF, log_probs)
-
-
-def build_zoo_translator(spec, vocab_path, preset, output_length):
-    """``(Translator, model)`` of one zoo model spec, untrained, EOS banned.
-
-    ``output_length``: the longest output it will decode (the eager translator's
-    source padding injection and epsilon limit are raised to it, so that only the
-    length limit ends its output)."""
-
-    from keras_attn_zoo.export import Translator
-    from keras_attn_zoo.models import build_model
-
-    name, kwargs, _ = parse_model_spec(spec)
-    proto = pathlib.Path(vocab_path).read_bytes()
-    vocab_size = _sentencepiece_proto(proto).get_piece_size()
-    seed_everything(0)
-    model = build_model(name, vocab_size, preset=preset, **kwargs)
-    extra = int(getattr(model, "extra_token_count", 0) or 0)
-    if extra:  # ids beyond the SentencePiece pieces (the eager translator's 3)
-        seed_everything(0)
-        model = build_model(name, vocab_size + extra, preset=preset, **kwargs)
-    inner = None
-    if name == "eager_translator":
-        from keras_attn_zoo.decoding.eager_processor import eager_processor_for
-
-        inner = eager_processor_for(model, source_padding_injection=output_length,
-                                    epsilon_limit=output_length)
-    proxy = FixedLengthModel(model, inner)
-    return Translator(proxy, proto, beam_size=4), model
-
-
-def _sentencepiece_proto(proto):
-    import sentencepiece
-
-    return sentencepiece.SentencePieceProcessor(model_proto=proto)
-
-
-def zoo_source_ids(batch, source_tokens, vocab_size, seed=2):
-    """Random piece ids ``[batch, source_tokens]``, the last one EOS (3)."""
-    import numpy as np
-
-    rng = np.random.default_rng(seed)
-    ids = rng.integers(4, vocab_size - 3, size=[batch, source_tokens]).astype("int32")
-    ids[:, -1] = 3
-    return ids
-
-
-def zoo_call(translator, source_ids, beam, length):
-    import tensorflow as tf
-
-    source = tf.constant(source_ids)
-    options = (tf.constant(beam, tf.int32), tf.constant(0.6, tf.float32),
-               tf.constant(0.0, tf.float32), tf.constant(float(length), tf.float32))
-    return lambda: translator.translate_ids(source, *options)
-
-
-def measure_zoo(args, vocab_path, peak_gflops):
-    """Table 4: every zoo model by batch and beam, all models alternating per point."""
-    from keras_attn_zoo.evaluation.flops import decoding_flops
-
-    length, source_tokens = args.output_length, args.source_tokens
-    translators, configs = {}, {}
-    for spec in args.models:
-        translator, model = build_zoo_translator(spec, vocab_path, args.zoo_preset,
-                                                 length)
-        translators[spec] = translator
-        configs[spec] = dict(model.zoo_config)
-    vocab_size = _sentencepiece_proto(pathlib.Path(vocab_path).read_bytes()
-                                      ).get_piece_size()
-    # One warm-up call per model (traces the search once: batch and beam are inputs).
-    warm = zoo_source_ids(1, source_tokens, vocab_size)
-    for translator in translators.values():
-        zoo_call(translator, warm, 1, length)()
-    rows = []
-    for beam in args.zoo_beams:
-        for batch in args.zoo_batches:
-            source = zoo_source_ids(batch, source_tokens, vocab_size)
-            timings, outputs = common.alternate(
-                {spec: zoo_call(t, source, beam, length)
-                 for spec, t in translators.items()},
-                repeats=args.repeats, warmup=0)
-            reference = timings.get("transformer")
-            for spec, timing in timings.items():
-                seconds = timing.median
-                flops = batch * decoding_flops(configs[spec], source_tokens, length,
-                                               beam)["total"]
-                rows.append({
-                    "model": spec, "batch": batch, "beam": beam, "seconds": seconds,
-                    "sentences_per_s": batch / seconds,
-                    "target_tokens_per_s": batch * length / seconds,
-                    "mean_target_length": float(outputs[spec]["lengths"].numpy().mean()),
-                    "speed_vs_transformer": (reference.median / seconds
-                                             if reference else None),
-                    "decode_mfu": flops / seconds / (peak_gflops * 1e9),
-                    "spread": timing.spread,
-                })
-            print(common.format_table(rows[-len(timings):], ZOO_COLUMNS,
-                                      f"beam {beam} batch {batch}:"), flush=True)
-    return rows
-
-
-ZOO_COLUMNS = [
-    ("model", "model", ""), ("beam", "beam", ""), ("batch", "batch", ""),
-    ("sentences_per_s", "sent/s", ".2f"), ("target_tokens_per_s", "tok/s", ".0f"),
-    ("speed_vs_transformer", "vs transf.", ".3f"), ("decode_mfu", "MFU", ".2%"),
-    ("mean_target_length", "len", ".1f"), ("spread", "spread", ".2f"),
-]
-
-
-def zoo_summary(rows):
-    """RAN-ALL over the Transformer at the largest batch, per beam."""
-    ran_all = [r for r in rows if r["model"].startswith("ran_transformer")
-               and "all" in r["model"]]
-    if not ran_all:
-        return None
-    largest = max(r["batch"] for r in ran_all)
-    return {f"ran_all_over_transformer_batch{largest}_beam{r['beam']}":
-            r["speed_vs_transformer"] for r in ran_all if r["batch"] == largest}
 
 
 # ---- main ---------------------------------------------------------------------------
@@ -521,8 +191,9 @@ def run(args):
     rows = []
     for beam in args.beams:
         for batch in args.batches:
-            seconds, out = timed(ours_call(signature, sentences[:batch], beam, a, b),
-                                 args.repeats)
+            timing, out = common.time_call(
+                ours_call(signature, sentences[:batch], beam, a, b), args.repeats)
+            seconds = timing.median
             tokens = int(out["length"].numpy().sum())
             rows.append({
                 "batch": batch, "beam": beam, "seconds": seconds,
@@ -537,9 +208,9 @@ def run(args):
     compare_sentences = sentences[:batch]
     ours = {}
     for length in (steps, 4 * steps):
-        seconds, out = timed(ours_call(signature, compare_sentences, beam, 0, length),
-                             args.repeats)
-        ours[length] = {"seconds": seconds,
+        timing, out = common.time_call(
+            ours_call(signature, compare_sentences, beam, 0, length), args.repeats)
+        ours[length] = {"seconds": timing.median,
                         "mean_target_length": float(out["length"].numpy().mean())}
     comparison = {
         "batch": batch, "beam": beam, "target_tokens": steps,
@@ -550,18 +221,16 @@ def run(args):
     }
     if not args.no_keras_hub and config:
         # The keras-hub model gets the same source ids as ours.
-        sp = _sentencepiece(model_dir)
+        sp = sentencepiece_processor(model_dir / "assets" / "vocab.model")
         ids = [sp.encode(s) + [3] for s in compare_sentences]
         width = max(len(i) for i in ids)
         source = np.array([i + [0] * (width - len(i)) for i in ids], "int32")
         seed_everything(0)
-        hub = KerasHubSeq2Seq(
-            config["vocabulary_size"], config["model_dim"], config["intermediate_dim"],
-            config["num_heads"], config["num_encoder_layers"],
-            config["num_decoder_layers"], max_positions=max(4 * steps + 2, width) + 8)
+        hub = KerasHubTransformer(**config, max_positions=max(4 * steps + 2, width) + 8)
         hub_seconds = {}
         for length in (steps, 4 * steps):
-            hub_seconds[length], _ = timed(hub.call(source, length, beam), args.repeats)
+            timing, _ = common.time_call(hub.call(source, length, beam), args.repeats)
+            hub_seconds[length] = timing.median
         comparison.update({
             "keras_hub_seconds": hub_seconds[steps],
             "ratio_ours_over_keras_hub": ours[steps]["seconds"] / hub_seconds[steps],
@@ -597,13 +266,6 @@ def run(args):
         "zoo_settings": zoo_info,
     }
     return results, run_info
-
-
-def _sentencepiece(model_dir):
-    import sentencepiece
-
-    return sentencepiece.SentencePieceProcessor(
-        model_proto=(model_dir / "assets" / "vocab.model").read_bytes())
 
 
 def print_table(results, file=sys.stdout):

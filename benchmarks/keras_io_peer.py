@@ -234,8 +234,7 @@ def greedy_translate(peer, sentencepiece, sentences, batch_size=64):
 # ---- main --------------------------------------------------------------------------------
 
 def run(args):
-    import sentencepiece as spm
-
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
     from keras_attn_zoo.evaluation.scores import corpus_scores
     from keras_attn_zoo.workflow import load_corpus
     from keras_attn_zoo.workflow import training_run
@@ -256,7 +255,7 @@ def run(args):
     ours = training_run(ours_args)
 
     corpus = load_corpus(ours_args)
-    sentencepiece = spm.SentencePieceProcessor(model_file=str(work / "ours" / "vocab.model"))
+    sentencepiece = sentencepiece_processor(work / "ours" / "vocab.model")
     print(f"peer: keras.io recipe, {args.budget_minutes} min", flush=True)
     peer = train_peer(corpus, sentencepiece, args.budget_minutes * 60,
                       max_steps=2 if args.smoke else None, seed=args.seed)

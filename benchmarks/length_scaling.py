@@ -74,7 +74,7 @@ def train_batch(batch, length, vocab_size, seed=0):
 
 
 def measure_training(args, vocab_size):
-    from decode_speed import parse_model_spec
+    from zoo_decoding import parse_model_spec
     from keras_attn_zoo.models import build_model
     from train_throughput import stepper
     from train_throughput import zoo_step
@@ -102,9 +102,9 @@ def measure_training(args, vocab_size):
 
 
 def measure_decoding(args, vocab_path):
-    from decode_speed import build_zoo_translator
-    from decode_speed import zoo_call
-    from decode_speed import zoo_source_ids
+    from inputs import zoo_source_ids
+    from zoo_decoding import build_zoo_translator
+    from zoo_decoding import zoo_call
 
     translators = {}
     longest = max(args.lengths)
@@ -150,17 +150,16 @@ DECODE_COLUMNS = [("model", "model", ""), ("length", "L", ""),
 
 
 def run(args):
-    from decode_speed import benchmark_vocabulary
+    from inputs import benchmark_vocabulary
 
     run_info = common.start_run()
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="length_scaling-"))
     vocab_args = types.SimpleNamespace(vocab_size=args.vocab_size, smoke=args.smoke,
                                        source_words=15)
     vocab_path = benchmark_vocabulary(vocab_args, workdir)
-    import sentencepiece
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
 
-    vocab_size = sentencepiece.SentencePieceProcessor(
-        model_file=str(vocab_path)).get_piece_size()
+    vocab_size = sentencepiece_processor(vocab_path).get_piece_size()
     results = {"preset": args.preset, "models": args.models, "lengths": args.lengths,
                "train_batch": args.train_batch, "decode_batch": args.decode_batch,
                "beam": args.beam, "repeats": args.repeats}

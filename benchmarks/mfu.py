@@ -232,10 +232,10 @@ def measure_decoding(args, peaks):
     import pathlib
     import types
 
-    from decode_speed import benchmark_vocabulary
-    from decode_speed import build_zoo_translator
-    from decode_speed import zoo_call
-    from decode_speed import zoo_source_ids
+    from inputs import benchmark_vocabulary
+    from inputs import zoo_source_ids
+    from zoo_decoding import build_zoo_translator
+    from zoo_decoding import zoo_call
     from keras_attn_zoo.evaluation.flops import decoding_flops
 
     workdir = pathlib.Path(tempfile.mkdtemp(prefix="mfu-"))

@@ -54,6 +54,7 @@ import argparse
 import sys
 
 import common
+from reference import KerasHubTransformer
 from keras_attn_zoo.training.seeding import seed_everything
 
 ZOO_MODELS = ("transformer", "ran_transformer", "gmm_transformer",
@@ -205,38 +206,6 @@ def zoo_step(model, jit_compile=False):
     return trainer.train_on_batch
 
 
-def build_keras_hub_transformer(vocabulary_size, model_dim, intermediate_dim, num_heads,
-                                num_encoder_layers, num_decoder_layers, dropout,
-                                max_positions, **unused):
-    """keras-hub layers in the zoo Transformer's dimensions (post-norm, ReLU FFN)."""
-    import keras
-    import keras_hub
-    from keras import ops
-
-    del unused
-    source = keras.Input((None,), dtype="int32", name="source_ids")
-    target = keras.Input((None,), dtype="int32", name="target_ids")
-    source_mask = ops.not_equal(source, 0)
-    target_mask = ops.not_equal(target, 0)
-    x = keras_hub.layers.TokenAndPositionEmbedding(
-        vocabulary_size, max_positions, model_dim, name="source_embedding")(source)
-    x = keras.layers.Dropout(dropout)(x)
-    for i in range(num_encoder_layers):
-        x = keras_hub.layers.TransformerEncoder(
-            intermediate_dim, num_heads, dropout=dropout, name=f"encoder_{i}")(
-                x, padding_mask=source_mask)
-    y = keras_hub.layers.TokenAndPositionEmbedding(
-        vocabulary_size, max_positions, model_dim, name="target_embedding")(target)
-    y = keras.layers.Dropout(dropout)(y)
-    for i in range(num_decoder_layers):
-        y = keras_hub.layers.TransformerDecoder(
-            intermediate_dim, num_heads, dropout=dropout, name=f"decoder_{i}")(
-                y, x, decoder_padding_mask=target_mask, encoder_padding_mask=source_mask)
-    logits = keras.layers.Dense(vocabulary_size, dtype="float32", name="logits")(y)
-    return keras.Model({"source_ids": source, "target_ids": target}, logits,
-                       name="keras_hub_transformer")
-
-
 def custom_step(model, jit_compile=False):
     """A keras-hub model's step: same optimizer and loss as ``Trainer``."""
     import tensorflow as tf
@@ -319,8 +288,8 @@ def measure_ours_vs_keras_hub(args, batches, vocab_size, peaks):
             config = ours.zoo_config
             hub = None
             if not args.no_keras_hub:
-                hub = build_keras_hub_transformer(
-                    **config, max_positions=stats["target_length"] + 8)
+                hub = KerasHubTransformer(
+                    **config, max_positions=stats["target_length"] + 8).training_model()
             flops = training_flops(config, stats["batch_size"], stats["source_length"],
                                    stats["target_length"])["total"]
             prepare = relax if args.shapes == "relaxed" else (lambda f, b: f)

@@ -146,6 +146,129 @@ def test_scores_by_bucket_and_ngram_precisions():
     assert len(precisions) == 4 and precisions[0] == pytest.approx(100.0)
 
 
+# ---- the report's statistics, Markdown and figures (evaluation.report, evaluation.plots) ----
+
+
+def test_exported_alignment_entropy_weights_sentences_by_their_rows():
+    from keras_attn_zoo.evaluation import report
+
+    uniform = {"weights": np.full((2, 4), 0.25)}  # 2 rows, entropy log 4 each
+    one_hot = {"weights": np.eye(1, 3)}  # 1 row, entropy 0
+    buckets = analysis.length_buckets([3, 30, 5], (10,))
+    overall, by_length = report.exported_alignment_entropy([uniform, one_hot, None],
+                                                           buckets)
+    # Every row counts once: (2 log 4 + 0) / 3; the sentence without alignment none.
+    assert overall == pytest.approx(2 * math.log(4) / 3, abs=1e-4)
+    assert [b["bucket"] for b in by_length] == ["<=10", ">10"]
+    assert [b["sentences"] for b in by_length] == [2, 1]
+    assert by_length[0]["entropy"] == pytest.approx(math.log(4), abs=1e-4)
+    assert by_length[1]["entropy"] == pytest.approx(0.0, abs=1e-4)
+
+
+def test_summarise_attention_weights_by_rows_and_keeps_empty_buckets():
+    from keras_attn_zoo.evaluation import report
+
+    # Two sentences, one layer, two heads: the second has 3 query rows, the first 1.
+    stats = {"entropy": {"cross": np.array([[[1.0, 2.0]], [[3.0, np.nan]]])},
+             "rows": {"cross": np.array([1.0, 3.0])},
+             "js": {"cross": np.zeros((2, 1, 1))}}
+    buckets = analysis.length_buckets([4, 5], (10, 20))
+    summary = report.summarise_attention(stats, buckets)
+    assert summary["per_layer_head"]["cross"] == [[pytest.approx(2.5), 2.0]]
+    assert summary["per_layer"]["cross"] == [pytest.approx(2.25)]
+    assert summary["all"]["cross"] == pytest.approx((1.5 * 1 + 3.0 * 3) / 4)
+    assert [b["sentences"] for b in summary["by_length"]["cross"]] == [2, 0, 0]
+    assert summary["by_length"]["cross"][1]["entropy"] is None
+    assert summary["js_divergence"]["cross"] == [[0.0]]
+    assert "encoder_self" not in summary["per_layer_head"]
+
+
+def test_fitting_pairs_and_sentence_files(tmp_path, tiny_trained_export):
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
+    from keras_attn_zoo.evaluation import report
+
+    _, _, version = tiny_trained_export
+    processor = sentencepiece_processor(str(version / "assets" / "vocab.model"))
+    pairs = [("the cat", "a dog"), ("the cat sees the dog", "a dog"),
+             ("the cat", "a small red bird sees the dog")]
+    size = [(len(processor.encode_as_ids(s)), len(processor.encode_as_ids(t)))
+            for s, t in pairs]
+    longest_source = max(n for n, _ in size)
+    assert report.fitting_pairs(processor, pairs, None, 1) == [0, 1, 2]  # no limit
+    # Source pieces + EOS and target pieces + BOS must fit.
+    assert report.fitting_pairs(processor, pairs, longest_source) == [
+        i for i, (n, _) in enumerate(size) if n + 1 <= longest_source]
+    target_limit = size[0][1] + 1
+    assert report.fitting_pairs(processor, pairs, longest_source + 1, target_limit) == [
+        i for i, (_, m) in enumerate(size) if m + 1 <= target_limit]
+    path = tmp_path / "sentences.txt"
+    path.write_text("one two\tuno dos\n\n  three \n")
+    assert report.read_sentence_pairs(path) == [("one two", "uno dos"), ("three", None)]
+    path.write_text("\n \n")
+    with pytest.raises(ValueError, match="has no sentences"):
+        report.read_sentence_pairs(path)
+
+
+def _minimal_report(**changes):
+    report = {
+        "model": {"path": "m", "input": ".keras", "class": "Seq2SeqTransformer"},
+        "data": {"description": "files", "sentences": 2, "skipped_too_long": 0},
+        "search": {"beam_size": 4, "length_penalty": 0.6},
+        "scores": {"bleu": 12.5, "chrf": 40.0, "sacrebleu_signature": "sig"},
+        "unavailable": {"heat maps": "no reason"},
+        "bleu_by_length": [{"bucket": "<=10", "sentences": 2, "bleu": 12.5, "chrf": 40.0},
+                           {"bucket": ">10", "sentences": 0, "bleu": None, "chrf": None}],
+        "compare": None, "ngram_precision": {"model": [50.0, 25.0, 10.0, 5.0]},
+        "attention": None, "entropy_by_length": {}, "entropy_all": {}, "alignment": None,
+        "heatmaps": [], "notes": ["a note"],
+    }
+    report.update(changes)
+    return report
+
+
+def test_write_markdown_says_what_is_missing_and_prints_none_as_na(tmp_path):
+    from keras_attn_zoo.evaluation import report
+
+    path = tmp_path / "report.md"
+    report.write_markdown(_minimal_report(), path)
+    markdown = path.read_text()
+    assert markdown.startswith("# Analysis of `m`")
+    assert "- **heat maps**: no reason" in markdown
+    assert "| >10 | 0 | n/a | n/a |" in markdown
+    assert "| 4 | 5.0 |" in markdown  # the 4-gram precision row
+    assert "![](bleu_by_length.png)" in markdown and "![](ngram_precision.png)" in markdown
+    assert "entropy_per_layer_head.png" not in markdown  # no attention: no such section
+    assert markdown.rstrip().endswith("- a note")
+
+
+def test_report_figures_are_written_and_listed(tmp_path):
+    pytest.importorskip("matplotlib")
+    from keras_attn_zoo.evaluation import plots
+
+    files = []
+    report = _minimal_report()
+    plots.plot_bleu_by_length(report, tmp_path, files)
+    plots.plot_ngram(report, tmp_path, files)
+    summary = {"per_layer_head": {"cross": [[0.5, 1.0], [0.2, 0.1]]},
+               "js_divergence": {"cross": [[0.0, 0.3], [0.3, 0.0]]}}
+    plots.plot_entropy(summary, tmp_path, files)
+    plots.plot_js(summary, tmp_path, files)
+    plots.plot_entropy_by_length({"cross": [{"bucket": "<=10", "entropy": 0.4},
+                                            {"bucket": ">10", "entropy": None}]},
+                                 tmp_path, files)
+    alignment = {"weights": np.eye(2, 3), "source_pieces": ["a", "b", "</s>"],
+                 "target_pieces": ["x", "y"]}
+    drawn = plots.draw_heatmaps([("a b", None), ("c", None)], ["x y", "z"],
+                                [alignment, None], tmp_path, files)
+    assert files == ["bleu_by_length.png", "ngram_precision.png",
+                     "entropy_per_layer_head.png", "js_divergence.png",
+                     "entropy_by_length.png", "heatmaps/sentence_0.png"]
+    assert all((tmp_path / name).stat().st_size > 0 for name in files)
+    # The second sentence has no alignment: nothing drawn for it.
+    assert drawn == [{"file": "heatmaps/sentence_0.png", "source": "a b",
+                      "target": "x y", "layer": "exported"}]
+
+
 # ---- attention extraction ----------------------------------------------------------------------
 
 

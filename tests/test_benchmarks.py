@@ -6,31 +6,46 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
+
 REPO = pathlib.Path(__file__).resolve().parents[1]
 
 
-def run_smoke(script, tmp_path, *extra):
-    """Runs ``benchmarks/<script> --smoke`` in a subprocess: (completed process, JSON).
+@pytest.fixture(scope="module")
+def smokes(request, tmp_path_factory):
+    """Runs the smoke mode of every benchmark this module's selected tests need,
+    in one subprocess (``benchmarks/smoke.py``: TensorFlow starts once).
 
     A subprocess: the benchmarks seed TensorFlow, which clears the kernel cache of
     the process (and with it eagerly created SentencePiece resources of other tests).
     """
+    names = [item.name[len("test_"):-len("_smoke")] for item in request.session.items
+             if item.module is request.module and item.name.endswith("_smoke")]
+    directory = tmp_path_factory.mktemp("smokes")
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
     completed = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / script), "--smoke",
-         "--output-dir", str(tmp_path), *extra],
-        capture_output=True, text=True, timeout=300, env=env, cwd=tmp_path)
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    [path] = tmp_path.glob(f"{script[:-3]}-*-smoke.json")
+        [sys.executable, str(REPO / "benchmarks" / "smoke.py"),
+         "--output-dir", str(directory), *names],
+        capture_output=True, text=True, timeout=900, env=env, cwd=directory)
+    return directory, completed
+
+
+def run_smoke(smokes, name):
+    """The smoke run of ``benchmarks/<name>.py``: (its printed output, its JSON)."""
+    directory, completed = smokes
+    error = directory / name / "error.txt"
+    assert not error.exists(), error.read_text()[-3000:]
+    assert (directory / name).is_dir(), completed.stderr[-3000:]
+    [path] = (directory / name).glob(f"{name}-*-smoke.json")
     results = json.loads(path.read_text())
     assert results["smoke"] is True
     assert results["machine"]["load_average_1_5_15"] is not None
-    return completed, results
+    return (directory / name / "stdout.txt").read_text(), results
 
 
-def test_decode_speed_smoke(tmp_path):
-    completed, results = run_smoke("decode_speed.py", tmp_path)
-    assert "ratio ours/keras-hub" in completed.stdout
+def test_decode_speed_smoke(smokes):
+    stdout, results = run_smoke(smokes, "decode_speed")
+    assert "ratio ours/keras-hub" in stdout
     assert {(row["batch"], row["beam"]) for row in results["translate"]} == {
         (1, 1), (4, 1), (1, 2), (4, 2)}
     assert all(row["sentences_per_s"] > 0 for row in results["translate"])
@@ -49,8 +64,8 @@ def test_decode_speed_smoke(tmp_path):
             if row["model"] == "transformer"] == [1.0] * 4
 
 
-def test_train_throughput_smoke(tmp_path):
-    completed, results = run_smoke("train_throughput.py", tmp_path)
+def test_train_throughput_smoke(smokes):
+    stdout, results = run_smoke(smokes, "train_throughput")
     rows = results["ours_vs_keras_hub"]
     assert {row["model"] for row in rows} == {"ours", "keras-hub"}
     assert all(row["tokens_per_s"] > 0 and row["mfu"] > 0 for row in rows)
@@ -58,11 +73,11 @@ def test_train_throughput_smoke(tmp_path):
     assert [row["model"] for row in results["zoo"]] == [
         "transformer", "ran_transformer", "eager_translator"]
     assert results["zoo"][0]["relative_to_transformer"] == 1.0
-    assert "ours/hub" in completed.stdout
+    assert "ours/hub" in stdout
 
 
-def test_mfu_smoke(tmp_path):
-    _, results = run_smoke("mfu.py", tmp_path)
+def test_mfu_smoke(smokes):
+    _, results = run_smoke(smokes, "mfu")
     assert results["peak_gflops"]["float32"] > 0
     assert {row["preset"] for row in results["flops_per_token"]} >= {"small", "base"}
     assert 0 < results["training"][0]["mfu"] < 1
@@ -72,8 +87,8 @@ def test_mfu_smoke(tmp_path):
     assert results["decoding"]["mfu"] > 0
 
 
-def test_length_scaling_smoke(tmp_path):
-    _, results = run_smoke("length_scaling.py", tmp_path)
+def test_length_scaling_smoke(smokes):
+    _, results = run_smoke(smokes, "length_scaling")
     assert {(row["model"], row["length"]) for row in results["decoding"]} == {
         (model, length) for model in ("transformer", "eager_translator")
         for length in (8, 16)}
@@ -82,16 +97,16 @@ def test_length_scaling_smoke(tmp_path):
         assert set(results[part]) == {"transformer", "eager_translator"}
 
 
-def test_decode_memory_smoke(tmp_path):
-    _, results = run_smoke("decode_memory.py", tmp_path)
+def test_decode_memory_smoke(smokes):
+    _, results = run_smoke(smokes, "decode_memory")
     rows = results["rows"]
     assert len(rows) == 4 and not any("error" in row for row in rows)
     assert all(row["peak_rss_mb"] >= row["baseline_rss_mb"] > 0 for row in rows)
     assert results["growth"] == {}  # 8 -> 32 tokens: too short a span to report
 
 
-def test_keras_io_peer_smoke(tmp_path):
-    _, results = run_smoke("keras_io_peer.py", tmp_path)
+def test_keras_io_peer_smoke(smokes):
+    _, results = run_smoke(smokes, "keras_io_peer")
     assert len(results["rows"]) == 2
     assert all(row["bleu"] is not None and row["steps"] == 2 for row in results["rows"])
     assert results["winner"] in ("ours", "peer")
@@ -136,8 +151,8 @@ def test_matmul_rate_counts_every_product_and_stays_below_the_hardware_peak():
         assert max(short, long) < 1.6 * peak, (short, long, peak)
 
 
-def test_ct2_speed_smoke(tmp_path):
-    _, results = run_smoke("ct2_speed.py", tmp_path)
+def test_ct2_speed_smoke(smokes):
+    _, results = run_smoke(smokes, "ct2_speed")
     engines = {row["engine"]: row for row in results["engines"]}
     assert set(engines) == {"savedmodel", "ct2-float32", "ct2-int8"}
     assert all(row["sentences_per_second"] > 0 and row["bleu"] >= 0

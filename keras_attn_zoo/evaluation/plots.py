@@ -1,10 +1,14 @@
-"""Plots of the attention analyses: alignment heat maps.
+"""Plots of the attention analyses: alignment heat maps and the analysis report's figures.
+
+`plot_alignment` draws one heat map; the others draw the figures of
+`recipes/analyze.py`'s report (each appends the file it wrote to `files`).
 
 matplotlib is an optional dependency (the `dev` extra). Figures are drawn on
 an Agg canvas created here, so nothing touches `matplotlib.pyplot`'s global
 state or needs a display: safe in servers, tests and training callbacks.
 """
 
+import math
 import pathlib
 
 import numpy as np
@@ -93,3 +97,171 @@ def plot_alignment(weights, source_tokens, target_tokens, path, title=None,
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)
     return path
+
+
+# ---- the report's figures ---------------------------------------------------------------
+
+
+def _figure(width, height):
+    Figure, FigureCanvasAgg = _require_matplotlib()
+    figure = Figure(figsize=(width, height), dpi=100)
+    FigureCanvasAgg(figure)
+    return figure
+
+
+def _save(figure, path, files):
+    figure.tight_layout()
+    figure.savefig(path)
+    files.append(path.name if path.parent.name != "heatmaps" else f"heatmaps/{path.name}")
+
+
+def plot_bleu_by_length(report, out, files):
+    rows = report["bleu_by_length"]
+    figure = _figure(7, 3.5)
+    for position, metric in enumerate(("bleu", "chrf")):
+        axes = figure.add_subplot(1, 2, position + 1)
+        labels = [r["bucket"] for r in rows]
+        x = np.arange(len(labels))
+        series = [("model", rows)]
+        if report.get("compare"):
+            series.append(("compare", report["compare"]["bleu_by_length"]))
+        width = 0.8 / len(series)
+        for k, (name, data) in enumerate(series):
+            values = [r[metric] if r[metric] is not None else 0.0 for r in data]
+            axes.bar(x + k * width, values, width, label=name)
+        axes.set_xticks(x + width * (len(series) - 1) / 2)
+        axes.set_xticklabels(labels, fontsize=8)
+        axes.set_xlabel("source words")
+        axes.set_title(metric.upper() if metric == "bleu" else "chrF")
+        if len(series) > 1:
+            axes.legend(fontsize=7)
+    _save(figure, out / "bleu_by_length.png", files)
+
+
+def plot_ngram(report, out, files):
+    ngram = report["ngram_precision"]
+    figure = _figure(6, 3.5)
+    axes = figure.add_subplot(1, 1, 1)
+    orders = np.arange(1, len(ngram["model"]) + 1)
+    if ngram.get("difference") is not None:
+        axes.bar(orders, ngram["difference"])
+        axes.axhline(0.0, color="black", linewidth=0.8)
+        axes.set_ylabel("precision gap (model - compare), points")
+        axes.set_title("n-gram precision gap (GMM paper Figure 6)")
+    else:
+        axes.bar(orders, ngram["model"])
+        axes.set_ylabel("precision (%)")
+        axes.set_title("n-gram precision")
+    axes.set_xticks(orders)
+    axes.set_xlabel("n")
+    _save(figure, out / "ngram_precision.png", files)
+
+
+def _matrix_panels(matrices, path, files, xlabel, text_options, **image_options):
+    """One annotated matrix per slot, side by side; rows are layers."""
+    figure = _figure(3.2 * len(matrices), 3.2)
+    for k, (slot, values) in enumerate(matrices.items()):
+        values = np.asarray(values, dtype=float)
+        axes = figure.add_subplot(1, len(matrices), k + 1)
+        image = axes.imshow(values, **image_options)
+        for (i, j), value in np.ndenumerate(values):
+            axes.text(j, i, f"{value:.2f}", ha="center", va="center", fontsize=7,
+                      **text_options)
+        axes.set_xlabel(xlabel)
+        axes.set_ylabel("layer")
+        axes.set_xticks(range(values.shape[1]))
+        axes.set_yticks(range(values.shape[0]))
+        axes.set_title(slot, fontsize=9)
+        figure.colorbar(image, ax=axes, fraction=0.046)
+    _save(figure, path, files)
+
+
+def plot_entropy(summary, out, files):
+    """Entropy per layer (rows) and head (columns), one panel per attention slot."""
+    _matrix_panels(summary["per_layer_head"], out / "entropy_per_layer_head.png", files,
+                   "head", {"color": "white"}, cmap="viridis", aspect="auto")
+
+
+def plot_entropy_by_length(series, out, files):
+    figure = _figure(6, 3.5)
+    axes = figure.add_subplot(1, 1, 1)
+    for name, rows in series.items():
+        labels = [r["bucket"] for r in rows]
+        values = [np.nan if r["entropy"] is None else r["entropy"] for r in rows]
+        axes.plot(labels, values, marker="o", label=name)
+    axes.set_xlabel("source words")
+    axes.set_ylabel("entropy (nats)")
+    axes.set_title("attention entropy by source length (GMM paper Table 6)")
+    axes.legend(fontsize=7)
+    _save(figure, out / "entropy_by_length.png", files)
+
+
+def plot_js(summary, out, files):
+    """JS divergence between layers (0 to ln 2), one panel per attention slot."""
+    _matrix_panels(summary["js_divergence"], out / "js_divergence.png", files, "layer",
+                   {}, cmap="magma_r", vmin=0.0, vmax=math.log(2.0))
+
+
+def draw_report_figures(report, out, files):
+    """Every figure the report dict has data for (heat maps: `draw_heatmaps`)."""
+    plot_bleu_by_length(report, out, files)
+    plot_ngram(report, out, files)
+    if report["attention"]:
+        plot_entropy(report["attention"], out, files)
+        if report["attention"]["js_divergence"]:
+            plot_js(report["attention"], out, files)
+    if report["entropy_by_length"]:
+        plot_entropy_by_length(report["entropy_by_length"], out, files)
+
+
+def draw_heatmaps(chosen, own, own_alignments, out, files, model=None,
+                  make_batch=None):
+    """Heat maps of chosen sentences; returns a list of {"file", "source", "target", ...}.
+
+    With a zoo `model` that has attention: every decoder layer's cross-attention
+    (heads averaged), teacher forced on the given target (the reference for data
+    sentences, the second column of --sentences) or else on the model's own
+    translation. Without: the exported alignment of the model's own translation.
+
+    Args:
+        chosen: `(source, target or None)` pairs to draw.
+        own, own_alignments: the model's translations of the chosen sources and
+            their exported alignments (`{"weights", "source_pieces",
+            "target_pieces"}` or None), as `recipes/analyze.py` translates them.
+        out: the report directory (maps go to `out/heatmaps/`).
+        files: the report's file list, appended to.
+        model: the zoo model to teacher force, or None.
+        make_batch: `pairs -> (source_ids, target_ids, source_pieces,
+            target_pieces)`, needed with `model`.
+    """
+    from keras_attn_zoo.evaluation.attention import attention_maps
+
+    directory = out / "heatmaps"
+    drawn = []
+    for k, (source, target) in enumerate(chosen):
+        if model is not None:
+            forced = "reference" if target is not None else "own translation"
+            target = target if target is not None else own[k]
+            src, tgt, source_pieces, target_pieces = make_batch([(source, target)])
+            cross = attention_maps(model, src, tgt)["cross"][:, 0]  # [L, h, T, S]
+            for layer in range(cross.shape[0]):
+                path = directory / f"sentence_{k}_layer_{layer}.png"
+                plot_alignment(cross[layer].mean(axis=0), source_pieces[0],
+                               target_pieces[0], path,
+                               title=f"layer {layer}, heads averaged, forced {forced}")
+                files.append(f"heatmaps/{path.name}")
+                drawn.append({"file": f"heatmaps/{path.name}", "source": source,
+                              "target": target, "layer": layer})
+            continue
+        alignment = own_alignments[k] if k < len(own_alignments) else None
+        if alignment is None or not np.any(alignment["weights"]):
+            continue
+        path = directory / f"sentence_{k}.png"
+        plot_alignment(alignment["weights"], alignment["source_pieces"],
+                       alignment["target_pieces"], path,
+                       title="exported alignment (one layer, heads averaged), own "
+                             "translation")
+        files.append(f"heatmaps/{path.name}")
+        drawn.append({"file": f"heatmaps/{path.name}", "source": source,
+                      "target": own[k], "layer": "exported"})
+    return drawn
