@@ -6,8 +6,8 @@ from keras_attn_zoo.models.bahdanau_rnn import BahdanauRNN
 from keras_attn_zoo.models.bahdanau_rnn import bahdanau_rnn
 from keras_attn_zoo.models.baselines import hard_coded_transformer
 from keras_attn_zoo.models.baselines import synthesizer_transformer
-from keras_attn_zoo.models.eager_translator import EagerLSTMTranslator
-from keras_attn_zoo.models.eager_translator import eager_translator
+from keras_attn_zoo.models.eager import EagerLSTMTranslator
+from keras_attn_zoo.models.eager import eager_translator
 from keras_attn_zoo.models.gmm_transformer import gmm_transformer
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.ran_transformer import ran_transformer
