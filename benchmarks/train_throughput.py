@@ -101,6 +101,8 @@ def parse_args(argv=None):
         args.xla = "off"
         args.precisions = "float32"
         args.zoo_models = "transformer,ran_transformer,eager_translator"
+        # One trace per step function: mfu.py's shapes A/B runs the relaxed path.
+        args.shapes = "static"
     args.presets = common.str_list(args.presets)
     args.precisions = common.str_list(args.precisions)
     args.xla = [x == "on" for x in common.str_list(args.xla)]
