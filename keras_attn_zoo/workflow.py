@@ -217,10 +217,13 @@ def train(config, model, optimizer, strategy, corpus, tokenizer):
     if config.aligned_batching and model.initial_training_state(1) is None:
         raise SystemExit(f"--eager-aligned-batching needs a model that carries a training "
                          f"state from batch to batch; {config.model} does not.")
-    training_data = model.training_data(
-        corpus.train, tokenizer, batch_tokens=config.batch_tokens,
-        max_length=config.max_length, seed=config.seed, work_dir=output_dir,
-        aligned_batching=config.aligned_batching)
+    try:
+        training_data = model.training_data(
+            corpus.train, tokenizer, batch_tokens=config.batch_tokens,
+            max_length=config.max_length, seed=config.seed, work_dir=output_dir,
+            aligned_batching=config.aligned_batching)
+    except ValueError as error:  # the model's refusal, said as the recipe's
+        raise SystemExit(str(error)) from error
     monitors = [] if config.no_monitoring else default_callbacks(
         model, tokenizer, corpus.valid, every=config.eval_every,
         beam_size=config.beam_size, length_penalty=config.length_penalty)

@@ -79,9 +79,14 @@ def tiny_sentencepiece_model(tmp_path_factory, tiny_parallel_corpus):
     return train_sentencepiece(tiny_parallel_corpus, output_path, vocab_size=150)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def tiny_tokenizer(tiny_sentencepiece_model):
-    """A keras_hub SentencePieceTokenizer of ``tiny_sentencepiece_model``."""
+    """A keras_hub SentencePieceTokenizer of ``tiny_sentencepiece_model``.
+
+    One per test (milliseconds): a test that reseeds TensorFlow clears its
+    kernel cache, which destroys the SentencePiece resource of every tokenizer
+    created eagerly before it, so a shared one failed later tests by order.
+    """
     from keras_attn_zoo.data.vocabulary import load_tokenizer
 
     return load_tokenizer(tiny_sentencepiece_model)

@@ -7,6 +7,7 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
+from keras_attn_zoo.data.vocabulary import load_tokenizer
 from keras_attn_zoo.models import eager as eager_family
 from keras_attn_zoo.models.eager import preprocessing
 from keras_attn_zoo.models.eager.preprocessing import (
@@ -306,7 +307,8 @@ def test_streaming_commits_before_the_source_ends_in_constant_memory(model):
 
 
 @pytest.fixture(scope="module")
-def id_pairs(tiny_parallel_corpus, tiny_tokenizer):
+def id_pairs(tiny_parallel_corpus, tiny_sentencepiece_model):
+    tiny_tokenizer = load_tokenizer(tiny_sentencepiece_model)  # module-wide: its own
     pairs, stats = make_eager_id_pairs(tiny_parallel_corpus, tiny_tokenizer, aligner="monotone",
                                        start_pads=2)
     assert stats["pairs"] == len(tiny_parallel_corpus)

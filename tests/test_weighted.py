@@ -8,6 +8,7 @@ import pytest
 import tensorflow as tf
 
 from keras_attn_zoo import data as zoo_data
+from keras_attn_zoo.data.vocabulary import load_tokenizer
 from keras_attn_zoo.decoding import beam_search
 from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
@@ -343,8 +344,9 @@ def test_default_weighted_transformer_has_the_transformers_size(preset):
 
 
 @pytest.fixture(scope="module")
-def tiny_data(tiny_parallel_corpus, tiny_tokenizer):
+def tiny_data(tiny_parallel_corpus, tiny_sentencepiece_model):
     """The tiny corpus in fixed [16, 32] batches: one trace of the train step."""
+    tiny_tokenizer = load_tokenizer(tiny_sentencepiece_model)  # module-wide: its own
     dataset, _ = zoo_data.make_dataset(
         tiny_parallel_corpus, tiny_tokenizer, batch_tokens=400, max_length=32, seed=0
     )

@@ -249,7 +249,8 @@ class BahdanauRNN(ZooModel):
                 vocabulary_size, embedding_dim, name="source_embedding")
         source_dropout = keras.layers.Dropout(dropout, seed=seed, name="source_dropout")
         encoder = keras.layers.Bidirectional(
-            keras.layers.GRU(hidden_dim, return_sequences=True, reset_after=reset_after),
+            keras.layers.GRU(hidden_dim, return_sequences=True, reset_after=reset_after,
+                             name="gru"),  # weights named "forward_gru/...": not by process history
             merge_mode="concat", name="encoder",
         )
 

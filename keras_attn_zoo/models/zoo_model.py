@@ -196,7 +196,7 @@ class ZooModel(keras.Model):
         note = "" if limit == max_length else " (the model's max_length)"
         if not stats.kept:
             # Trainer would wait forever for a first batch of an empty epoch.
-            raise SystemExit(f"No training pair has at most {limit} pieces{note} on "
+            raise ValueError(f"No training pair has at most {limit} pieces{note} on "
                              "each side.")
         print(f"pipeline: {stats.kept} pairs kept, {stats.dropped_too_long} dropped as "
               f"longer than {limit} pieces{note}; {stats.target_tokens} target tokens "

@@ -28,7 +28,7 @@ def checked_special_ids(model, sentencepiece_size):
     taken = {name: value for name, value in model.special_ids._asdict().items()
              if value not in appended}
     if taken:
-        raise SystemExit(
+        raise ValueError(
             f"--model-options {taken}: in this recipe the eager special ids must be "
             f"the three ids after the {sentencepiece_size} SentencePiece pieces, "
             f"{sorted(appended)}; lower ids are pieces of the vocabulary.")
@@ -59,7 +59,7 @@ def eager_training_data(model, pairs, tokenizer, *, batch_tokens, max_length, se
         start_pads=model.zoo_config["start_pads"], special_ids=special_ids)
     kept = [pair for pair in id_pairs if len(pair[0]) <= max_length]
     if not kept:
-        raise SystemExit(f"No eager training pair has at most --max-length="
+        raise ValueError(f"No eager training pair has at most --max-length="
                          f"{max_length} steps.")
     info = {
         "epsilon_proportion": round(epsilon["proportion"], 4),
