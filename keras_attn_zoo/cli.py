@@ -43,6 +43,8 @@ import argparse
 import pathlib
 import sys
 
+from keras_attn_zoo.runtime import start_tensorflow
+
 EXIT_USAGE = 2
 
 
@@ -504,6 +506,7 @@ def _serve_command(args) -> int:
 
 def main(argv=None) -> int:
     args = build_parser().parse_args(argv)
+    start_tensorflow()  # TensorFlow's start-up noise would hide the command's output
     return args.handler(args)
 
 

@@ -20,8 +20,12 @@ import dataclasses
 import json
 import sys
 
-from keras_attn_zoo.workflow import RunConfig
-from keras_attn_zoo.workflow import training_run
+from keras_attn_zoo.runtime import start_tensorflow
+
+start_tensorflow()  # before the workflow imports TensorFlow: no start-up noise
+
+from keras_attn_zoo.workflow import RunConfig  # noqa: E402
+from keras_attn_zoo.workflow import training_run  # noqa: E402
 
 
 # (peak learning rate, warm-up steps) of the inverse-square-root schedule when
