@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TRAIN_ARGS ?=
 TEST_ARGS ?=
 
-.PHONY: setup corpus browser train test clean
+.PHONY: setup corpus browser train test benchmark-smoke clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -39,7 +39,11 @@ train: setup
 
 ## Run the test suite (under 15 minutes on 2 cores).
 test: setup browser
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 $(TEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not benchmark_smoke" $(TEST_ARGS)
+
+## Run every benchmark in smoke mode (about 5 minutes on 2 cores).
+benchmark-smoke: setup
+	$(BIN)/python -m pytest -q -m benchmark_smoke tests/test_benchmarks.py
 
 clean:
 	rm -rf runs saved_models/*/ .pytest_cache

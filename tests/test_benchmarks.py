@@ -1,4 +1,10 @@
-"""The benchmarks run (smoke mode): they are measurements, not tests, but must not rot."""
+"""The benchmarks run (smoke mode): they are measurements, not tests, but must not rot.
+
+The smoke runs (marked `benchmark_smoke`) take about five minutes of the two
+cores, a third of the suite's budget, so `make test` leaves them to
+`make benchmark-smoke`; what stays in `make test` imports every benchmark and
+parses its flags, so a renamed function or a broken import still fails it.
+"""
 
 import json
 import os
@@ -43,6 +49,7 @@ def run_smoke(smokes, name):
     return (directory / name / "stdout.txt").read_text(), results
 
 
+@pytest.mark.benchmark_smoke
 def test_decode_speed_smoke(smokes):
     stdout, results = run_smoke(smokes, "decode_speed")
     assert "ratio ours/keras-hub" in stdout
@@ -64,6 +71,7 @@ def test_decode_speed_smoke(smokes):
             if row["model"] == "transformer"] == [1.0] * 4
 
 
+@pytest.mark.benchmark_smoke
 def test_train_throughput_smoke(smokes):
     stdout, results = run_smoke(smokes, "train_throughput")
     rows = results["ours_vs_keras_hub"]
@@ -76,6 +84,7 @@ def test_train_throughput_smoke(smokes):
     assert "ours/hub" in stdout
 
 
+@pytest.mark.benchmark_smoke
 def test_mfu_smoke(smokes):
     _, results = run_smoke(smokes, "mfu")
     assert results["peak_gflops"]["float32"] > 0
@@ -87,6 +96,7 @@ def test_mfu_smoke(smokes):
     assert results["decoding"]["mfu"] > 0
 
 
+@pytest.mark.benchmark_smoke
 def test_length_scaling_smoke(smokes):
     _, results = run_smoke(smokes, "length_scaling")
     assert {(row["model"], row["length"]) for row in results["decoding"]} == {
@@ -97,6 +107,7 @@ def test_length_scaling_smoke(smokes):
         assert set(results[part]) == {"transformer", "eager_translator"}
 
 
+@pytest.mark.benchmark_smoke
 def test_decode_memory_smoke(smokes):
     _, results = run_smoke(smokes, "decode_memory")
     rows = results["rows"]
@@ -105,6 +116,7 @@ def test_decode_memory_smoke(smokes):
     assert results["growth"] == {}  # 8 -> 32 tokens: too short a span to report
 
 
+@pytest.mark.benchmark_smoke
 def test_keras_io_peer_smoke(smokes):
     _, results = run_smoke(smokes, "keras_io_peer")
     assert len(results["rows"]) == 2
@@ -151,6 +163,7 @@ def test_matmul_rate_counts_every_product_and_stays_below_the_hardware_peak():
         assert max(short, long) < 1.6 * peak, (short, long, peak)
 
 
+@pytest.mark.benchmark_smoke
 def test_ct2_speed_smoke(smokes):
     _, results = run_smoke(smokes, "ct2_speed")
     engines = {row["engine"]: row for row in results["engines"]}
@@ -160,3 +173,28 @@ def test_ct2_speed_smoke(smokes):
     assert engines["savedmodel"]["same_as_savedmodel"] == 1.0
     assert results["matmul_rate"]["gflops"] > 0
     assert set(results["goal"]) == {"fastest_at_equal_bleu", "speedup", "bleu_delta", "met"}
+
+
+def test_every_benchmark_imports_and_parses_its_smoke_flags():
+    """Each script imports (every module it needs) and accepts `--smoke --output-dir`."""
+    script = """
+import importlib, pathlib, sys
+sys.path.insert(0, sys.argv[1])
+failures = []
+for path in sorted(pathlib.Path(sys.argv[1]).glob("*.py")):
+    module = importlib.import_module(path.stem)
+    parse = getattr(module, "parse_args", None)
+    if parse is not None:
+        try:
+            parse(["--smoke", "--output-dir", "out"])
+        except SystemExit as error:
+            failures.append(f"{path.name}: {error}")
+print("checked", len(list(pathlib.Path(sys.argv[1]).glob("*.py"))))
+if failures:
+    sys.exit("; ".join(failures))
+"""
+    env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    completed = subprocess.run([sys.executable, "-c", script, str(REPO / "benchmarks")],
+                               capture_output=True, text=True, timeout=300, env=env)
+    assert completed.returncode == 0, completed.stderr[-3000:]
+    assert "checked" in completed.stdout

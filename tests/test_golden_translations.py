@@ -21,6 +21,11 @@ from tests.golden import load_weights
 from tests.golden import teacher_forced_inputs
 
 EXPECTED = json.loads((GOLDEN / "expected.json").read_text())
+# Beam search over the three kinds of decoding state (a recurrent stack state
+# shared by all steps, a GRU, lockstep LSTMs); the Transformer's goes through
+# its export below. The other attention kinds' steps equal their full pass
+# (tests/test_step_fidelity.py), whose logits are checked here for all ten.
+DECODED = ("RAN-ALL", "RNNsearch", "eager")
 
 
 @pytest.fixture(scope="module")
@@ -44,8 +49,9 @@ def test_checkpoint_gives_the_same_logits_and_translations(name, tokenizer):
     logits = np.asarray(model(teacher_forced_inputs(tokenizer), training=False))
     expected_logits = np.load(GOLDEN / "expected_logits.npz")[name]
     np.testing.assert_allclose(logits, expected_logits, atol=2e-5, rtol=0)
-    translations = Translator(model, tokenizer).translate_texts(EXPECTED["sentences"])
-    assert translations == EXPECTED["translations"][name]
+    if name in DECODED:
+        translations = Translator(model, tokenizer).translate_texts(EXPECTED["sentences"])
+        assert translations == EXPECTED["translations"][name]
 
 
 def test_export_translates_byte_identically(tokenizer, tmp_path):
