@@ -33,6 +33,30 @@ def test_label_smoothing_zero_is_sparse_cross_entropy_over_real_tokens():
     np.testing.assert_allclose(float(total), expected.sum(), rtol=1e-5)
 
 
+def test_label_smoothed_loss_and_its_gradient_match_the_log_softmax_definition():
+    """The fused form equals sum over real tokens of (1-e)(-log p_y) + e mean_v(-log p_v)."""
+    rng = np.random.default_rng(2)
+    logits = tf.constant(rng.normal(scale=3.0, size=(2, 5, 11)), tf.float32)
+    labels = np.array([[4, 5, 6, 10, 0], [3, 7, 0, 0, 0]], "int32")
+    mask = (labels != 0)[..., None].astype("float32")
+
+    def reference(logits):
+        log_probs = tf.nn.log_softmax(logits)
+        nll = -tf.gather(log_probs, labels, batch_dims=2)
+        per_token = 0.8 * nll - 0.2 * tf.reduce_mean(log_probs, -1)
+        return tf.reduce_sum(per_token * mask[..., 0])
+
+    with tf.GradientTape(persistent=True) as tape:
+        tape.watch(logits)
+        total, count, correct = token_loss_sum(labels, logits, label_smoothing=0.2)
+        expected = reference(logits)
+    np.testing.assert_allclose(float(total), float(expected), rtol=1e-5)
+    np.testing.assert_allclose(tape.gradient(total, logits).numpy(),
+                               tape.gradient(expected, logits).numpy(), atol=1e-5)
+    assert float(count) == 6
+    assert float(correct) == float(np.sum((np.argmax(logits, -1) == labels) & (labels != 0)))
+
+
 def test_padding_positions_do_not_change_the_loss():
     rng = np.random.default_rng(1)
     logits = rng.normal(size=(1, 3, 7)).astype("float32")

@@ -9,6 +9,13 @@ Each element is ``(features, labels)`` with
 padded with ``PAD_ID = 0`` to the longest sequence of the batch. Batches are formed from
 sequences of similar length and hold at most ``batch_tokens`` padded tokens on either side:
 ``B * max(S, T) <= batch_tokens``.
+
+With ``fixed_shapes=True`` (for an XLA-compiled training step, which compiles once per
+shape) every batch of a bucket has the same shape ``[B, L]`` on both sides: ``L`` is the
+bucket's upper length, on a coarser grid (multiples of 4 up to 32, then a quarter of the
+power of two below), and a bucket's last, short batch is filled up to ``B`` rows with
+copies of its own rows whose labels are all padding. The copies add no loss, no gradient
+and no token to any count, and every pair still appears exactly once per epoch.
 """
 
 from __future__ import annotations
@@ -29,6 +36,8 @@ _MAX_SHUFFLE_BUFFER = 200_000
 _SMALLEST_BUCKET_LENGTH = 8
 _BUCKET_GROWTH = 1.1
 _SMALLEST_BUCKET_STEP = 2
+# Fixed shapes: fewer, coarser buckets (each shape costs one XLA compilation).
+_FIXED_SHAPE_MIN_STEP = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -67,13 +76,24 @@ class PipelineStats:
         return self.dropped_too_long / self.total if self.total else 0.0
 
 
-def bucket_layout(max_length: int, batch_tokens: int) -> tuple[list[int], list[int]]:
+def _next_upper_length(upper_length: int, fixed_shapes: bool) -> int:
+    if fixed_shapes:
+        # 8, 12, ..., 32, 40, 48, 56, 64, 80, ...: at most ~25% padding, few shapes.
+        step = max(_FIXED_SHAPE_MIN_STEP, 2 ** (upper_length.bit_length() - 3))
+        return upper_length + step
+    return max(upper_length + _SMALLEST_BUCKET_STEP, int(upper_length * _BUCKET_GROWTH))
+
+
+def bucket_layout(
+    max_length: int, batch_tokens: int, fixed_shapes: bool = False
+) -> tuple[list[int], list[int]]:
     """Bucket boundaries and per-bucket batch sizes that keep every batch within the budget.
 
     Bucket ``i`` holds lengths in ``[boundaries[i-1], boundaries[i])``, so its longest sequence
     is ``boundaries[i] - 1`` and ``batch_size = batch_tokens // (boundaries[i] - 1)`` keeps
     ``batch_size * padded_length <= batch_tokens`` whatever the batch pads to. The last boundary
     is ``max_length + 1``: longer sequences were filtered out, so the final bucket stays empty.
+    ``fixed_shapes`` selects the coarser grid of fixed-shape batches (see the module doc).
     """
     if max_length < 1:
         raise ValueError(f"max_length must be at least 1, got {max_length}.")
@@ -86,7 +106,7 @@ def bucket_layout(max_length: int, batch_tokens: int) -> tuple[list[int], list[i
     upper_length = min(_SMALLEST_BUCKET_LENGTH, max_length)
     while upper_length < max_length:
         boundaries.append(upper_length + 1)
-        upper_length = max(upper_length + _SMALLEST_BUCKET_STEP, int(upper_length * _BUCKET_GROWTH))
+        upper_length = _next_upper_length(upper_length, fixed_shapes)
     boundaries.append(max_length + 1)
     batch_sizes = [max(1, batch_tokens // (boundary - 1)) for boundary in boundaries]
     # The bucket beyond the last boundary is never used; give it the smallest size.
@@ -140,6 +160,28 @@ def _as_dense_rows(features, labels):
     return features, labels
 
 
+def _fill_rows(boundaries: list[int], batch_sizes: list[int]):
+    """A map that fills a bucket's short batch up to the bucket's batch size.
+
+    The filling rows repeat the batch's own rows (so every computation on them is one the
+    model already does on real data) with all-padding labels (so they add no loss).
+    """
+    lengths = tf.constant([boundary - 1 for boundary in boundaries], tf.int32)
+    sizes = tf.constant(batch_sizes[: len(boundaries)], tf.int32)
+
+    def fill(features, labels):
+        length = tf.shape(labels)[1]
+        rows = tf.shape(labels)[0]
+        full = tf.gather(sizes, tf.argmax(tf.cast(tf.equal(lengths, length), tf.int32)))
+        source_rows = tf.range(full) % rows
+        features = {key: tf.gather(value, source_rows) for key, value in features.items()}
+        real = tf.range(full) < rows
+        labels = tf.where(real[:, None], tf.gather(labels, source_rows), PAD_ID)
+        return features, labels
+
+    return fill
+
+
 def make_dataset(
     pairs: Sequence[tuple[str, str]],
     tokenizer,
@@ -151,6 +193,7 @@ def make_dataset(
     repeat: bool = False,
     drop_remainder: bool = False,
     shuffle_buffer_size: int | None = None,
+    fixed_shapes: bool = False,
 ) -> tuple[tf.data.Dataset, PipelineStats]:
     """Builds the training (or evaluation) ``tf.data.Dataset`` of ``(source, target)`` pairs.
 
@@ -166,12 +209,16 @@ def make_dataset(
         repeat: repeat forever (for ``model.fit`` with ``steps_per_epoch``).
         drop_remainder: drop each bucket's last, incomplete batch (for fixed shapes per bucket).
         shuffle_buffer_size: default: all pairs, at most 200,000.
+        fixed_shapes: one shape ``[B, L]`` per bucket on both sides, on the coarser grid,
+            short batches filled with label-free copies (see the module doc); for an
+            XLA-compiled training step.
 
     Returns:
         ``(dataset, stats)``. Elements are ``({"source_ids", "target_ids"}, labels)``, all int32,
-        padded with 0 to the batch's own longest sequence.
+        padded with 0 to the batch's own longest sequence (``fixed_shapes``: to its bucket's
+        length).
     """
-    boundaries, batch_sizes = bucket_layout(max_length, batch_tokens)
+    boundaries, batch_sizes = bucket_layout(max_length, batch_tokens, fixed_shapes)
     sources, targets = _split_pairs(pairs)
 
     # One counting pass: exact statistics, and the filter is applied to the strings so the
@@ -234,9 +281,12 @@ def make_dataset(
             },
             tf.constant(PAD_ID, tf.int32),
         ),
-        pad_to_bucket_boundary=False,
+        pad_to_bucket_boundary=fixed_shapes,
         drop_remainder=drop_remainder,
     )
+    if fixed_shapes:
+        dataset = dataset.map(_fill_rows(boundaries, batch_sizes),
+                              num_parallel_calls=tf.data.AUTOTUNE)
     return dataset.prefetch(tf.data.AUTOTUNE), stats
 
 

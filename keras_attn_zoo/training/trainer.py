@@ -18,6 +18,17 @@ keeps the model's training state (`ZooModel.initial_training_state`) from one
 batch to the next, with the gradient stopped between batches (truncated
 BPTT); the state restarts from the initial one at every epoch and when a run
 resumes (it is not checkpointed: at most one epoch's stream position is lost).
+
+With `jit_compile=True` (the default where a GPU is visible) each replica's forward and backward pass
+is compiled by XLA; the all-reduce of the token count and the optimizer
+update stay outside it, so one step function serves every strategy. XLA
+compiles once per batch shape: feed it the fixed shapes of
+`data.make_dataset(..., fixed_shapes=True)`. The trainer traces its step once
+per shape and counts them (`compiled_shapes`); it warns when that number keeps
+growing, the sign of data with a new shape in every batch. On CPU the default
+is off: on 2 cores the compiled step of the `small` Transformer ran at 0.93x
+the graph-mode step (fixed shapes, 18% padding instead of 13%) and spent
+10-17 s compiling each of its 8 shapes (README, "Training speed").
 """
 
 import dataclasses
@@ -26,11 +37,17 @@ import shutil
 import tempfile
 import time
 
+import warnings
+
 import keras
 import numpy as np
 import tensorflow as tf
 
+from keras_attn_zoo.data.pipeline import count_target_tokens
 from keras_attn_zoo.training.losses import token_loss_sum
+
+# More traced shapes than this means the data's shapes are not bucketed.
+_MANY_SHAPES = 64
 from keras_attn_zoo.training.strategy import is_chief
 
 
@@ -45,6 +62,15 @@ class TrainingSummary:
     target_tokens_per_second: float
     final_loss: float
     resumed_from_step: int
+
+
+def resolve_jit_compile(setting):
+    """`True`/`False`, or "auto": XLA where a GPU is visible (see the module doc)."""
+    if setting == "auto":
+        return bool(tf.config.list_logical_devices("GPU"))
+    if isinstance(setting, bool):
+        return setting
+    raise ValueError(f"jit_compile must be True, False or 'auto', got {setting!r}.")
 
 
 class Trainer:
@@ -68,6 +94,10 @@ class Trainer:
         carry_state: carry the model's training state across the batches of
             an epoch (`ZooModel.initial_training_state` / `forward_with_state`).
         clip_norm: clip the gradients to this global norm (`None`: off).
+        jit_compile: compile each replica's forward and backward pass with
+            XLA (once per batch shape); "auto" (default): where a GPU is
+            visible. Turn it off for data whose shapes are not bucketed, or
+            to debug the model in graph mode.
     """
 
     def __init__(
@@ -84,8 +114,10 @@ class Trainer:
         callbacks=(),
         carry_state=False,
         clip_norm=None,
+        jit_compile="auto",
     ):
         self.model = model
+        self.jit_compile = jit_compile = resolve_jit_compile(jit_compile)
         self.carry_state = carry_state
         self.clip_norm = clip_norm
         self._state = None  # the carried training state (per replica)
@@ -121,7 +153,17 @@ class Trainer:
             if (log_dir and self.is_chief)
             else tf.summary.create_noop_writer()
         )
-        self._train_step = tf.function(self._distributed_step, reduce_retracing=True)
+        self._forward_backward = tf.function(self._replica_gradients, jit_compile=True) \
+            if jit_compile else self._replica_gradients
+        # Under XLA one trace per shape (each compiles once anyway); without
+        # it one shape-generic trace after the second shape.
+        self._train_step = tf.function(self._distributed_step,
+                                       reduce_retracing=not jit_compile)
+
+    @property
+    def compiled_shapes(self):
+        """How many batch shapes the step was traced (and, with XLA, compiled) for."""
+        return self._train_step.experimental_get_tracing_count()
 
     @property
     def step(self):
@@ -142,10 +184,8 @@ class Trainer:
 
     # ---- the step ---------------------------------------------------------------
 
-    def _replica_step(self, inputs, labels, state=None):
-        replica = tf.distribute.get_replica_context()
-        if self.carry_state and state is None:
-            state = self.model.initial_training_state(tf.shape(labels)[0])
+    def _replica_gradients(self, inputs, labels, global_tokens, state):
+        """Loss sums and the gradients of the global-mean loss on one replica's batch."""
         with tf.GradientTape() as tape:
             if self.carry_state:
                 logits, state = self.model.forward_with_state(inputs, state, training=True)
@@ -154,18 +194,28 @@ class Trainer:
             loss_sum, tokens, correct = token_loss_sum(
                 labels, logits, self.label_smoothing
             )
-            # Divide by the global token count: the summed gradients of N
-            # replicas then equal one device's gradient on the global batch.
-            global_tokens = replica.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
             loss = loss_sum / tf.maximum(global_tokens, 1.0)
             scaled_loss = self.optimizer.scale_loss(loss)
-        variables = self.model.trainable_variables
-        gradients = tape.gradient(scaled_loss, variables)
+        gradients = tape.gradient(scaled_loss, self.model.trainable_variables)
+        if self.carry_state:
+            state = tf.nest.map_structure(tf.stop_gradient, state)
+        return loss, tokens, correct, gradients, state
+
+    def _replica_step(self, inputs, labels, state=None):
+        replica = tf.distribute.get_replica_context()
+        if self.carry_state and state is None:
+            state = self.model.initial_training_state(tf.shape(labels)[0])
+        # Divide by the global token count: the summed gradients of N
+        # replicas then equal one device's gradient on the global batch.
+        tokens = tf.cast(count_target_tokens(labels), tf.float32)
+        global_tokens = replica.all_reduce(tf.distribute.ReduceOp.SUM, tokens)
+        loss, tokens, correct, gradients, state = self._forward_backward(
+            inputs, labels, global_tokens, state)
         if self.clip_norm:
             gradients, _ = tf.clip_by_global_norm(gradients, self.clip_norm)
-        self.optimizer.apply_gradients(zip(gradients, variables))
+        self.optimizer.apply_gradients(zip(gradients, self.model.trainable_variables))
         if self.carry_state:
-            return loss, tokens, correct, tf.nest.map_structure(tf.stop_gradient, state)
+            return loss, tokens, correct, state
         return loss, tokens, correct
 
     def _distributed_step(self, inputs, labels, state=None):
@@ -195,6 +245,12 @@ class Trainer:
         left (or the model's initial one after `reset_state`) and keeps the new one.
         """
         values, state = self._train_step(inputs, labels, self._state)
+        if self.jit_compile and self.compiled_shapes == _MANY_SHAPES + 1:
+            warnings.warn(
+                f"The XLA training step has been compiled for {self.compiled_shapes} "
+                "batch shapes: the data is not bucketed into fixed shapes "
+                "(data.make_dataset(..., fixed_shapes=True)); every new shape costs a "
+                "compilation. Bucket the data or pass jit_compile=False.", stacklevel=2)
         if self.carry_state:
             self._state = state
         return {k: float(v) for k, v in values.items()}
