@@ -18,6 +18,22 @@ Model options that act during training reach the loop through the model's own
 hooks (`training_callbacks`, `wrap_optimizer`, `training_data`), so the
 workflow names no model; options that could not act in the run are refused
 before training, naming the option.
+
+The low-resource recipe (Sennrich & Zhang, 2019; Araabi & Monz, 2020) is a
+set of run options on top of the builders' `dropout`, `attention_dropout`,
+`activation_dropout` and `decoder_layer_drop` (`--model-options`):
+
+* `word_dropout`: target and source word dropout on the training batches
+  (`data.noise.with_word_dropout`, seeded by the run's seed and the epoch,
+  so a resumed run replays the same noise);
+* `average_checkpoints`: after training, the mean of the run's last N
+  checkpoints goes into the model before evaluation and export;
+* `ema_momentum`: the optimizer keeps an exponential moving average of the
+  weights (Keras' `use_ema`), which goes into the model after training.
+
+Averaging and the EMA change only the model that is evaluated and exported:
+the run's last checkpoint keeps the raw trained weights (and the EMA in the
+optimizer's slots), so rerunning the command resumes training from them.
 """
 
 import dataclasses
@@ -28,8 +44,10 @@ import time
 from typing import Optional
 
 import keras
+import tensorflow as tf
 
 from keras_attn_zoo import data as zoo_data
+from keras_attn_zoo.data import noise as zoo_noise
 from keras_attn_zoo.data.vocabulary import load_tokenizer
 from keras_attn_zoo.data.vocabulary import train_sentencepiece
 from keras_attn_zoo.data.vocabulary import vocabulary_size
@@ -39,6 +57,8 @@ from keras_attn_zoo.models import parse_model_options
 from keras_attn_zoo.training import InverseSquareRootSchedule
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training import select_strategy
+from keras_attn_zoo.training.averaging import average_checkpoints
+from keras_attn_zoo.training.averaging import latest_checkpoints
 from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.strategy import is_chief
 from keras_attn_zoo.training.seeding import seed_everything
@@ -91,6 +111,10 @@ class RunConfig:
     # (flag: --eager-aligned-batching).
     aligned_batching: bool = False
     seed: int = 0
+    # The low-resource recipe (flags of the same names; 0: off).
+    word_dropout: float = 0.0
+    average_checkpoints: int = 0
+    ema_momentum: float = 0.0
     no_export: bool = False
     quiet: bool = False
 
@@ -123,6 +147,48 @@ class Corpus:
     test: list
     description: str
     dropped_empty: int = 0
+
+
+def check_run_options(config):
+    """Refuses low-resource options that are out of range or that exclude each other."""
+    if not 0.0 <= config.word_dropout <= 1.0:
+        raise SystemExit(f"--word-dropout must be in [0, 1], got {config.word_dropout}.")
+    if config.average_checkpoints < 0:
+        raise SystemExit(f"--average-checkpoints must be >= 0 (0: off), got "
+                         f"{config.average_checkpoints}.")
+    if not 0.0 <= config.ema_momentum < 1.0:
+        raise SystemExit(f"--ema-momentum must be in [0, 1) (0: off), got "
+                         f"{config.ema_momentum}.")
+    if config.ema_momentum and config.average_checkpoints:
+        raise SystemExit("--ema-momentum and --average-checkpoints both replace the "
+                         "trained weights by an average; choose one.")
+
+
+def check_checkpoints_to_average(config):
+    """Refuses `average_checkpoints` above what the run can have, before training.
+
+    At most: the checkpoints already in the run's directory, one every
+    `checkpoint_every` steps up to `max_steps`, and the last one. (Runs
+    stopped by time or epochs are checked again after training.)
+    """
+    wanted = config.average_checkpoints
+    if not wanted:
+        return
+    directory = config.paths[0] / "checkpoints"
+    state = tf.train.get_checkpoint_state(str(directory)) if directory.exists() else None
+    existing = len(state.all_model_checkpoint_paths) if state else 0
+    if config.checkpoint_every:
+        if config.max_steps is None:
+            return
+        most = existing + config.max_steps // config.checkpoint_every + 1
+    else:
+        most = existing + 1
+    if wanted > most:
+        raise SystemExit(
+            f"--average-checkpoints {wanted}: this run can have at most {most} "
+            f"checkpoint(s) ({existing} in {directory}, one every --checkpoint-every "
+            f"{config.checkpoint_every} steps up to --max-steps {config.max_steps}, and "
+            "the last); lower N or checkpoint more often.")
 
 
 # ---- prepare data ---------------------------------------------------------------------------
@@ -193,14 +259,18 @@ def build_for_vocabulary(config, pieces):
 def build(config, tokenizer, strategy):
     """The model and its optimizer, in `strategy`'s scope.
 
+    With `ema_momentum` the optimizer (also as the model's `wrap_optimizer`
+    returns it) keeps the weights' moving average (Keras' `use_ema`).
+
     The model first: its options shape the data (length limit, eager special
     tokens) and the optimizer, and a bad option fails before any data work.
     """
+    ema = dict(use_ema=True, ema_momentum=config.ema_momentum) if config.ema_momentum else {}
     with strategy.scope():
         model = build_for_vocabulary(config, vocabulary_size(tokenizer))
         optimizer = model.wrap_optimizer(keras.optimizers.Adam(
             InverseSquareRootSchedule(config.learning_rate, config.warmup_steps),
-            beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=None,
+            beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=None, **ema,
         ))
         if config.mixed_precision == "fp16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
@@ -211,12 +281,48 @@ def build(config, tokenizer, strategy):
 # ---- train ----------------------------------------------------------------------------------
 
 
+WORD_DROPOUT_KEYS = ("source_ids", "target_ids")
+
+
+def with_word_dropout(config, make_dataset):
+    """`make_dataset` with the run's word dropout on the source and decoder input ids.
+
+    Epoch `e`'s noise is seeded by `(config.seed, e)` and drawn per batch
+    before the `Trainer` skips the batches a resumed epoch has seen, so a
+    resumed run sees the noise it would have seen. Labels are untouched.
+    """
+    if not config.word_dropout:
+        return make_dataset
+
+    def noisy(epoch):
+        dataset = make_dataset(epoch)
+        features = dataset.element_spec[0]
+        missing = [key for key in WORD_DROPOUT_KEYS
+                   if not isinstance(features, dict) or key not in features]
+        if missing:
+            raise ValueError(f"--word-dropout acts on the features {WORD_DROPOUT_KEYS}; "
+                             f"{config.model}'s training batches lack {missing}.")
+        return zoo_noise.with_word_dropout(dataset, config.word_dropout, seed=config.seed,
+                                           keys=WORD_DROPOUT_KEYS, epoch=epoch)
+
+    return noisy
+
+
 def train(config, model, optimizer, strategy, corpus, tokenizer):
-    """Trains on the model's own training data; returns `(summary, training_data)`."""
+    """Trains on the model's own training data; returns `(summary, training_data)`.
+
+    `word_dropout` noises the batches (see `with_word_dropout`); the `Trainer`
+    keeps at least `average_checkpoints` checkpoints.
+    """
     output_dir, log_dir, _ = config.paths
     if config.aligned_batching and model.initial_training_state(1) is None:
         raise SystemExit(f"--eager-aligned-batching needs a model that carries a training "
                          f"state from batch to batch; {config.model} does not.")
+    if config.word_dropout and model.extra_token_count:
+        raise SystemExit(
+            f"--word-dropout would turn {config.model}'s own {model.extra_token_count} "
+            "special ids (beyond the tokenizer's pieces) in its inputs into UNK; it "
+            "works only for models whose inputs are the tokenizer's pieces.")
     try:
         training_data = model.training_data(
             corpus.train, tokenizer, batch_tokens=config.batch_tokens,
@@ -233,6 +339,7 @@ def train(config, model, optimizer, strategy, corpus, tokenizer):
         checkpoint_dir=str(output_dir / "checkpoints"),
         log_dir=str(log_dir),
         checkpoint_every=config.checkpoint_every,
+        keep_checkpoints=max(3, config.average_checkpoints),
         # The model's own callbacks first: monitors then see this step's state.
         callbacks=model.training_callbacks() + monitors,
         carry_state=training_data.carry_state,
@@ -241,12 +348,54 @@ def train(config, model, optimizer, strategy, corpus, tokenizer):
     budget = (None if config.time_budget_minutes is None
               else config.time_budget_minutes * 60)
     summary = trainer.train(
-        training_data.make_dataset, epochs=config.epochs, max_steps=config.max_steps,
+        with_word_dropout(config, training_data.make_dataset),
+        epochs=config.epochs, max_steps=config.max_steps,
         time_budget_seconds=budget, verbose=0 if config.quiet else 1,
     )
     print(f"trained {summary.steps} steps in {summary.train_seconds:.0f} s "
           f"({summary.target_tokens_per_second:.0f} target tokens/s)")
     return summary, training_data
+
+
+# ---- the weights to evaluate and export ----------------------------------------------------
+
+
+def final_weights(config, model, optimizer):
+    """Puts the averaged weights in `model` (after training); returns results entries.
+
+    `average_checkpoints=N`: the mean of the run's last N checkpoints (the
+    `Trainer` kept them); `ema_momentum`: the optimizer's moving average
+    (`optimizer.finalize_variable_values`; Keras averages each weight after
+    the update and before its constraint, so constrained weights, the
+    Weighted Transformer's κ/α, are projected once more after it). The
+    checkpoints on disk are left as they are, so the run's last checkpoint
+    keeps the raw trained weights.
+    """
+    if config.average_checkpoints:
+        directory = config.paths[0] / "checkpoints"
+        available = latest_checkpoints(directory, config.average_checkpoints)
+        if len(available) < config.average_checkpoints:
+            raise SystemExit(
+                f"--average-checkpoints {config.average_checkpoints}: the run has only "
+                f"{len(available)} checkpoint(s) in {directory} (one every "
+                f"--checkpoint-every {config.checkpoint_every} steps, and the last). "
+                "The trained model is saved: rerun with a smaller N, or train longer "
+                "or with a smaller --checkpoint-every.")
+        count = average_checkpoints(model, available)
+        print(f"averaged the last {count} checkpoints: "
+              + ", ".join(os.path.basename(path) for path in available))
+        return {"averaged_checkpoints": count}
+    if config.ema_momentum:
+        optimizer.finalize_variable_values(model.trainable_variables)
+        # Keras updates the average before it applies the variables'
+        # constraints, so a constrained weight's average (the Weighted
+        # Transformer's κ/α, on the simplex) is projected here once more.
+        for variable in model.trainable_variables:
+            if variable.constraint is not None:
+                variable.assign(variable.constraint(variable))
+        print(f"weights: the exponential moving average (momentum {config.ema_momentum})")
+        return {}
+    return {}
 
 
 # ---- evaluate -------------------------------------------------------------------------------
@@ -314,6 +463,8 @@ def export(config, model, tokenizer, results):
 
 def training_run(config):
     """Runs the phases for a `RunConfig`; returns the results."""
+    check_run_options(config)
+    check_checkpoints_to_average(config)
     output_dir, log_dir, _ = config.paths
     output_dir.mkdir(parents=True, exist_ok=True)
     seed_everything(config.seed)
@@ -341,9 +492,13 @@ def training_run(config):
         "log_dir": str(log_dir),
         "export_path": None,
         "results_path": str(output_dir / "results.json"),
+        "word_dropout": config.word_dropout,
+        "averaged_checkpoints": 0,
+        "ema_momentum": config.ema_momentum,
         **training_data.info,
     }
     if not is_chief(strategy):
         return results
+    results.update(final_weights(config, model, optimizer))
     results.update(evaluate(config, model, tokenizer, corpus.test))
     return export(config, model, tokenizer, results)

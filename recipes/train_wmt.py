@@ -13,6 +13,12 @@ test sentences, and a SavedModel export under `saved_models/`.
     python recipes/train_wmt.py --model eager_translator --preset small  # Press & Smith
 
 A killed run restarted with the same command resumes from its last checkpoint.
+Low-resource runs (Sennrich & Zhang 2019) add word dropout, checkpoint
+averaging or a weight EMA, and more dropout through --model-options:
+
+    python recipes/train_wmt.py --preset small --word-dropout 0.1 \
+        --average-checkpoints 5 --checkpoint-every 100 \
+        --model-options "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"
 """
 
 import argparse
@@ -101,6 +107,21 @@ def parse_args(argv=None):
                         "(LSTM state carried across BPTT windows) instead of "
                         "per-sentence batches")
     p.add_argument("--seed", type=int, default=0)
+    low = p.add_argument_group(
+        "low-resource recipe (Sennrich & Zhang 2019; with --model-options "
+        "'dropout=0.3;attention_dropout=0.1;activation_dropout=0.1;"
+        "decoder_layer_drop=0.1' on Transformer-family models)")
+    low.add_argument("--word-dropout", type=float, default=0.0, metavar="RATE",
+                     help="replace each word piece of the source and decoder input "
+                          "(not the labels) by UNK with this probability during "
+                          "training, seeded by --seed (default 0: off)")
+    low.add_argument("--average-checkpoints", type=int, default=0, metavar="N",
+                     help="after training, evaluate and export the mean of the run's "
+                          "last N checkpoints (keeps max(3, N); default 0: off)")
+    low.add_argument("--ema-momentum", type=float, default=0.0, metavar="M",
+                     help="keep an exponential moving average of the weights with "
+                          "momentum M (e.g. 0.999) and evaluate and export it "
+                          "(default 0: off; not with --average-checkpoints)")
     p.add_argument("--no-export", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
     args = p.parse_args(argv)

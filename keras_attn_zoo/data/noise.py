@@ -25,7 +25,7 @@ def word_dropout(ids, rate, seed):
     Args:
         ids: int32 `[B, T]`.
         rate: float in `[0, 1]`; 0 returns `ids` unchanged.
-        seed: int32 `[2]`, the stateless seed (`tf.random.stateless_uniform`).
+        seed: int `[2]`, the stateless seed (`tf.random.stateless_uniform`).
 
     Returns:
         int32 `[B, T]`: special ids and padding kept, every other token kept
@@ -42,22 +42,25 @@ def word_dropout(ids, rate, seed):
     return tf.where(dropped, tf.constant(UNK_ID, tf.int32), ids)
 
 
-def with_word_dropout(dataset, rate, seed=0, keys=("source_ids", "target_ids")):
+def with_word_dropout(dataset, rate, seed=0, keys=("source_ids", "target_ids"), epoch=0):
     """`(features, labels)` batches with `word_dropout` on `features[key]` for `keys`.
 
-    Batch `i` uses the stateless seeds `(seed, 2i)` and `(seed, 2i + 1)`
-    (source and decoder input draw independently). Labels are untouched.
+    Batch `i` of epoch `e` uses the stateless seeds `(seed, e)` folded in with
+    `2i` and `2i + 1` (source and decoder input draw independently, and every
+    epoch draws anew). Labels are untouched. Apply it before any `skip`, so a
+    resumed epoch replays the noise of the batches it keeps.
     """
     if float(rate) == 0.0:
         return dataset
+    base = tf.constant([int(seed), int(epoch)], tf.int64)
 
     def drop(index, batch):
         features, labels = batch
         features = dict(features)
         for offset, key in enumerate(keys):
-            stream = tf.cast(2 * index + offset, tf.int32)
+            stream = tf.cast(2 * index + offset, tf.int64)
             features[key] = word_dropout(
-                features[key], rate, tf.stack([tf.constant(int(seed), tf.int32), stream]))
+                features[key], rate, tf.random.experimental.stateless_fold_in(base, stream))
         return features, labels
 
     return dataset.enumerate().map(drop, num_parallel_calls=tf.data.AUTOTUNE)

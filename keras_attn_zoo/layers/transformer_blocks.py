@@ -45,7 +45,11 @@ def _named(maps, name):
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
 class FeedForward(keras.layers.Layer):
-    """Position-wise `Dense(intermediate, activation) -> Dropout -> Dense(d)`."""
+    """Position-wise `Dense(intermediate, activation) -> Dropout -> Dense(d)`.
+
+    `dropout` acts on the activations (the blocks' `activation_dropout`,
+    fairseq's name); 0 adds nothing to the layer.
+    """
 
     def __init__(self, intermediate_dim, activation="relu", dropout=0.0, **kwargs):
         super().__init__(**kwargs)
@@ -92,6 +96,7 @@ class _ResidualBlock(keras.layers.Layer):
         activation="relu",
         norm_first=False,
         use_feed_forward=True,
+        activation_dropout=0.0,
         **kwargs,
     ):
         super().__init__(**kwargs)
@@ -100,10 +105,11 @@ class _ResidualBlock(keras.layers.Layer):
         self.activation = activation
         self.norm_first = norm_first
         self.use_feed_forward = use_feed_forward
+        self.activation_dropout = activation_dropout
         self._dropout_layer = keras.layers.Dropout(dropout)
         self.feed_forward = (
-            FeedForward(intermediate_dim, activation, name="feed_forward",
-                        dtype=self.dtype_policy)
+            FeedForward(intermediate_dim, activation, dropout=activation_dropout,
+                        name="feed_forward", dtype=self.dtype_policy)
             if use_feed_forward
             else None
         )
@@ -153,6 +159,7 @@ class _ResidualBlock(keras.layers.Layer):
                 "activation": self.activation,
                 "norm_first": self.norm_first,
                 "use_feed_forward": self.use_feed_forward,
+                "activation_dropout": self.activation_dropout,
             }
         )
         return config
@@ -169,6 +176,8 @@ class TransformerEncoderBlock(_ResidualBlock):
         activation: feed-forward activation.
         norm_first: pre-norm (`True`) or the original post-norm (`False`).
         use_feed_forward: `False` when the attention layer has its own FFNs.
+        activation_dropout: dropout after the feed-forward activation
+            (fairseq's name; default 0: none).
 
     Call arguments:
         x: `[B, S, d]`.
@@ -220,8 +229,8 @@ class TransformerDecoderBlock(_ResidualBlock):
     Args:
         self_attention: causal self-attention layer (attention protocol).
         cross_attention: cross-attention layer over the encoder output.
-        intermediate_dim, dropout, activation, norm_first, use_feed_forward:
-            as in `TransformerEncoderBlock`.
+        intermediate_dim, dropout, activation, norm_first, use_feed_forward,
+        activation_dropout: as in `TransformerEncoderBlock`.
 
     Call arguments:
         x: `[B, T, d]` decoder input.
@@ -331,4 +340,49 @@ class TransformerDecoderBlock(_ResidualBlock):
         config["cross_attention"] = keras.saving.serialize_keras_object(
             self.cross_attention
         )
+        return config
+
+
+@keras.saving.register_keras_serializable(package="keras_attn_zoo")
+class LayerDrop(keras.layers.Layer):
+    """Skips a whole block during training with probability `rate` (LayerDrop).
+
+    Fan, Grave and Joulin (2019), "Reducing Transformer Depth on Demand with
+    Structured Dropout": called as `layer_drop(block_input, block_output)`, it
+    returns `block_input` (the block is the identity) with probability `rate`
+    and `block_output` otherwise, one draw per call, i.e. per batch, shared
+    by every sequence of the batch. At inference (`training` not true) it
+    returns `block_output`. The draw is a scalar `keras.random.uniform` from
+    the layer's `SeedGenerator` and the choice a `where`, so the layer works
+    in graph mode and under XLA (`jit_compile=True`); the skipped block is
+    still computed (its gradient is then zero).
+
+    Args:
+        rate: probability in `[0, 1]` of skipping the block.
+        seed: seed of the layer's `SeedGenerator` (None: drawn from Keras'
+            global seed, which `keras.utils.set_random_seed` fixes).
+    """
+
+    def __init__(self, rate, seed=None, **kwargs):
+        super().__init__(**kwargs)
+        rate = float(rate)
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"LayerDrop rate must be in [0, 1], got {rate}.")
+        self.rate = rate
+        self.seed = seed
+        self.seed_generator = keras.random.SeedGenerator(seed)
+        self.built = True
+
+    def call(self, block_input, block_output, training=None):
+        if not training or self.rate == 0.0:
+            return block_output
+        draw = keras.random.uniform((), seed=self.seed_generator)
+        return keras.ops.where(draw < self.rate, block_input, block_output)
+
+    def compute_output_shape(self, block_input_shape, block_output_shape):
+        return block_output_shape
+
+    def get_config(self):
+        config = super().get_config()
+        config.update({"rate": self.rate, "seed": self.seed})
         return config

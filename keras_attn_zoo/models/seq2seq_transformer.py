@@ -34,6 +34,7 @@ from keras import ops
 from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
 from keras_attn_zoo.layers.embedding import SharedEmbedding
 from keras_attn_zoo.layers.transformer_blocks import LAYER_NORM_EPSILON
+from keras_attn_zoo.layers.transformer_blocks import LayerDrop
 from keras_attn_zoo.layers.transformer_blocks import TransformerDecoderBlock
 from keras_attn_zoo.layers.transformer_blocks import TransformerEncoderBlock
 from keras_attn_zoo.models import attention_kinds
@@ -69,19 +70,32 @@ def _encoder_pass(parts, source_ids, training=None, return_attention=False):
 
 def _decoder_pass(parts, target_ids, memory, memory_mask, training=None,
                   return_attention=False):
-    """`(decoder output before the logits, maps)`: the teacher-forced decoder."""
+    """`(decoder output before the logits, maps)`: the teacher-forced decoder.
+
+    With `decoder_layer_drop` each block has a `LayerDrop` that, in training,
+    may replace the block's output by its input (one draw per block and
+    batch). Stack-layer inputs (RAN's matrices) come from the slot's stack
+    layer, not from the blocks, so a skipped block leaves the next block's
+    inputs as they are.
+    """
     depth = len(parts.decoder_blocks)
     self_extra = _stack_inputs(parts, DECODER_SELF, target_ids, depth)
     cross_extra = _stack_inputs(parts, CROSS, target_ids, depth)
+    layer_drops = parts.decoder_layer_drops or [None] * depth
     y = parts.embedding(target_ids, training=training)
     maps = []
-    for block, s_extra, c_extra in zip(parts.decoder_blocks, self_extra, cross_extra):
-        y = block(y, memory, memory_mask=memory_mask, self_attention_inputs=s_extra,
-                  cross_attention_inputs=c_extra, training=training,
-                  return_attention=return_attention)
+    for block, s_extra, c_extra, layer_drop in zip(
+            parts.decoder_blocks, self_extra, cross_extra, layer_drops):
+        block_output = block(y, memory, memory_mask=memory_mask,
+                             self_attention_inputs=s_extra,
+                             cross_attention_inputs=c_extra, training=training,
+                             return_attention=return_attention)
         if return_attention:
-            y, block_maps = y
+            block_output, block_maps = block_output
             maps.append(block_maps)
+        # LayerDrop: during training the whole block may be the identity.
+        y = (block_output if layer_drop is None
+             else layer_drop(y, block_output, training=training))
     if parts.decoder_final_norm is not None:
         y = parts.decoder_final_norm(y)
     return y, maps
@@ -116,7 +130,26 @@ class Seq2SeqTransformer(ZooModel):
         model_dim, intermediate_dim, num_heads: widths.
         num_encoder_layers, num_decoder_layers: depths.
         dropout: residual and embedding dropout.
-        attention_dropout: dropout on attention weights.
+        attention_dropout: dropout on attention weights (of the attention
+            layers that take it: dot-product, the Gaussian mixture, the
+            fixed-pattern baselines, the branched layers; RAN's layers have
+            their own `attention_options["recurrent"]["dropout"]`).
+        activation_dropout: dropout after the feed-forward activation
+            (fairseq's name; Sennrich & Zhang 2019 and Araabi & Monz 2020 use
+            it on small data). It acts on the blocks' feed-forward networks;
+            a model with none (the Weighted Transformer's default layout,
+            whose branches hold their own, see `branch_feed_forward_dropout`)
+            refuses a rate above 0.
+        decoder_layer_drop: LayerDrop (Fan et al., 2019) on the decoder:
+            during training each decoder block is skipped (the identity) with
+            this probability, drawn once per batch and block; at inference
+            (and in `decode_step`) every block runs. 0 (the default) adds no
+            layer and no weight: the model is exactly the one without it.
+            Works for every attention kind: the only state passed between
+            blocks besides the residual stream is a stack layer's (RAN's
+            recurrent attention matrices), computed before the blocks from
+            the token ids alone, so a skipped block passes it through
+            unchanged (the next block gets its own matrix, as at inference).
         norm_first: pre-norm instead of the paper's post-norm.
         encoder_self_attention, decoder_self_attention, cross_attention:
             attention kind names (see `models.attention_kinds`).
@@ -149,6 +182,8 @@ class Seq2SeqTransformer(ZooModel):
         attention_options=None,
         max_length=None,
         alignment_layer=-1,
+        activation_dropout=0.0,
+        decoder_layer_drop=0.0,
         **kwargs,
     ):
         if model_dim % num_heads:
@@ -171,7 +206,12 @@ class Seq2SeqTransformer(ZooModel):
             attention_options=dict(attention_options or {}),
             max_length=max_length,
             alignment_layer=alignment_layer,
+            activation_dropout=activation_dropout,
+            decoder_layer_drop=decoder_layer_drop,
         )
+        for option in ("activation_dropout", "decoder_layer_drop"):
+            if not 0.0 <= float(config[option]) <= 1.0:
+                raise ValueError(f"{option} must be in [0, 1], got {config[option]}.")
         slot_kinds = attention_kinds.slot_kinds(config)
         for slot, kind in slot_kinds.items():
             attention_kinds.check_slot(kind, slot)
@@ -199,7 +239,8 @@ class Seq2SeqTransformer(ZooModel):
             return record.make_layer(slot, index, config)
 
         block_args = dict(
-            intermediate_dim=intermediate_dim, dropout=dropout, norm_first=norm_first
+            intermediate_dim=intermediate_dim, dropout=dropout, norm_first=norm_first,
+            activation_dropout=activation_dropout,
         )
         embedding = SharedEmbedding(
             vocabulary_size, model_dim, dropout=dropout, name="shared_embedding"
@@ -225,6 +266,19 @@ class Seq2SeqTransformer(ZooModel):
             )
             for i in range(num_decoder_layers)
         ]
+        if activation_dropout and not any(
+                block.feed_forward is not None
+                for block in encoder_blocks + decoder_blocks):
+            raise ValueError(
+                f"activation_dropout={activation_dropout} acts on the blocks' "
+                "feed-forward networks and this model's blocks have none (its "
+                "attention layers hold their own, e.g. the Weighted Transformer's "
+                "branch_feed_forward_dropout).")
+        # LayerDrop: no layer (and no seed variable) at rate 0.
+        decoder_layer_drops = [
+            LayerDrop(decoder_layer_drop, name=f"decoder_layer_drop_{i}")
+            for i in range(num_decoder_layers)
+        ] if decoder_layer_drop else []
         stack_layers = {}
         for slot, kind in slot_kinds.items():
             make_stack = attention_kinds.attention_kind(kind).make_stack
@@ -242,6 +296,7 @@ class Seq2SeqTransformer(ZooModel):
         parts = types.SimpleNamespace(
             embedding=embedding, encoder_blocks=encoder_blocks,
             decoder_blocks=decoder_blocks, stack_layers=stack_layers,
+            decoder_layer_drops=decoder_layer_drops,
             encoder_final_norm=final_norms["encoder"],
             decoder_final_norm=final_norms["decoder"],
         )
@@ -261,6 +316,7 @@ class Seq2SeqTransformer(ZooModel):
         self.embedding = embedding
         self.encoder_blocks = encoder_blocks
         self.decoder_blocks = decoder_blocks
+        self.decoder_layer_drops = decoder_layer_drops
         self.encoder_final_norm = final_norms["encoder"]
         self.decoder_final_norm = final_norms["decoder"]
         self.stack_layers = stack_layers

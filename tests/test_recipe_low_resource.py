@@ -1,0 +1,228 @@
+"""The low-resource recipe's run options do what they say, through the workflow.
+
+`--word-dropout`, `--average-checkpoints` and `--ema-momentum` (`RunConfig`
+fields of the same names): word dropout on the training batches, the mean of
+the run's last checkpoints, the optimizer's moving average of the weights,
+each put in the model after training while the checkpoints on disk keep the
+raw trained weights. Tiny models, a few steps, no test split unless needed.
+"""
+
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn_zoo import workflow
+from keras_attn_zoo.data.vocabulary import UNK_ID
+from keras_attn_zoo.training.averaging import latest_checkpoints
+from tests.conftest import load_recipe
+
+RECIPE = load_recipe("train_wmt")
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory, tiny_parallel_corpus):
+    directory = tmp_path_factory.mktemp("low_resource")
+    files = {}
+    for split, pairs in (("train", tiny_parallel_corpus[:120]),
+                         ("test", tiny_parallel_corpus[280:283])):
+        for side, index in (("src", 0), ("tgt", 1)):
+            path = directory / f"{split}.{side}"
+            path.write_text("".join(f"{pair[index]}\n" for pair in pairs), encoding="utf-8")
+            files[f"{split}_{side}"] = path
+    return files
+
+
+def recipe_config(corpus_files, tmp_path, *flags, model="transformer", steps=2,
+                  test=False):
+    """`train_wmt.py`'s config for a tiny run on the corpus files."""
+    data = ["--data", "files", "--train-src", str(corpus_files["train_src"]),
+            "--train-tgt", str(corpus_files["train_tgt"])]
+    if test:
+        data += ["--test-src", str(corpus_files["test_src"]),
+                 "--test-tgt", str(corpus_files["test_tgt"]), "--beam-size", "1"]
+    return RECIPE.parse_args([
+        "--model", model, "--preset", "tiny", *data, "--max-steps", str(steps),
+        "--vocab-size", "100", "--batch-tokens", "300", "--checkpoint-every", "0",
+        "--output-dir", str(tmp_path / "run"), "--no-export", "--no-monitoring",
+        "--quiet", *flags])
+
+
+def restored_weights(model, path):
+    """`model`'s weights as the checkpoint at `path` holds them (model left restored)."""
+    tf.train.Checkpoint(model=model).restore(path).expect_partial()
+    return [np.asarray(weight.numpy()) for weight in model.weights]
+
+
+# ---- --word-dropout ------------------------------------------------------------------------
+
+
+def test_word_dropout_flag_zero_keeps_the_batches_and_one_drops_every_word(
+        corpus_files, tmp_path, tiny_parallel_corpus, tiny_tokenizer):
+    from keras_attn_zoo import data as zoo_data
+
+    def make_dataset(epoch):
+        dataset, _ = zoo_data.make_dataset(tiny_parallel_corpus[:60], tiny_tokenizer,
+                                           batch_tokens=300, max_length=64, seed=epoch)
+        return dataset
+
+    clean = list(make_dataset(1))
+    config = recipe_config(corpus_files, tmp_path)
+    assert config.word_dropout == 0.0
+    off = list(workflow.with_word_dropout(config, make_dataset)(1))
+    assert len(off) == len(clean)
+    for (features, labels), (clean_features, clean_labels) in zip(off, clean):
+        for key in ("source_ids", "target_ids"):
+            np.testing.assert_array_equal(features[key], clean_features[key])
+        np.testing.assert_array_equal(labels, clean_labels)
+
+    config = recipe_config(corpus_files, tmp_path, "--word-dropout", "1")
+    dropped = list(workflow.with_word_dropout(config, make_dataset)(1))
+    for (features, labels), (clean_features, clean_labels) in zip(dropped, clean):
+        for key in ("source_ids", "target_ids"):
+            ids, clean_ids = features[key].numpy(), clean_features[key].numpy()
+            words = clean_ids > 3  # PAD, UNK, BOS, EOS stay
+            assert words.any() and (ids[words] == UNK_ID).all()
+            np.testing.assert_array_equal(ids[~words], clean_ids[~words])
+        np.testing.assert_array_equal(labels, clean_labels)  # every reference token
+
+
+def test_word_dropout_is_refused_for_a_model_with_its_own_ids(corpus_files, tmp_path):
+    config = recipe_config(corpus_files, tmp_path, "--word-dropout", "0.1",
+                           model="eager_translator")
+    with pytest.raises(SystemExit, match="--word-dropout would turn eager_translator's"):
+        workflow.training_run(config)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--word-dropout", "1.5"], "--word-dropout must be in"),
+    (["--ema-momentum", "1"], "--ema-momentum must be in"),
+    (["--average-checkpoints", "-1"], "--average-checkpoints must be"),
+    (["--ema-momentum", "0.9", "--average-checkpoints", "2"], "choose one"),
+])
+def test_bad_low_resource_flags_are_refused_before_any_work(corpus_files, tmp_path, flags,
+                                                            message):
+    config = recipe_config(corpus_files, tmp_path, *flags)
+    with pytest.raises(SystemExit, match=message):
+        workflow.training_run(config)
+    assert not (tmp_path / "run").exists()
+
+
+# ---- --average-checkpoints -----------------------------------------------------------------
+
+
+def test_a_low_resource_run_averages_its_last_checkpoints(corpus_files, tmp_path):
+    """End to end, 2 + 2 layers: every low-resource option at once."""
+    import keras
+
+    options = "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1;decoder_layer_drop=0.2"
+    config = recipe_config(
+        corpus_files, tmp_path, "--model-options", options, "--word-dropout", "0.2",
+        "--average-checkpoints", "2", "--checkpoint-every", "2", steps=4)
+    results = workflow.training_run(config)
+    assert results["steps"] == 4 and results["averaged_checkpoints"] == 2
+    assert results["word_dropout"] == 0.2 and results["model_options"]["decoder_layer_drop"] == 0.2
+    checkpoints = tmp_path / "run" / "checkpoints"
+    paths = latest_checkpoints(checkpoints, 3)
+    assert [path.rsplit("-", 1)[1] for path in paths] == ["2", "4"]
+
+    exported = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    assert [block.feed_forward._dropout_layer.rate
+            for block in exported.decoder_blocks] == [0.1, 0.1]
+    fresh = type(exported).from_config(exported.get_config())
+    older, newer = (restored_weights(fresh, path) for path in paths)
+    floats = [i for i, w in enumerate(exported.weights) if "float" in str(w.dtype)]
+    for i in floats:
+        np.testing.assert_allclose(exported.weights[i].numpy(), (older[i] + newer[i]) / 2,
+                                   atol=1e-6)
+    # The last checkpoint keeps the raw weights, not the average.
+    assert any(not np.allclose(exported.weights[i].numpy(), newer[i]) for i in floats)
+
+
+def test_averaging_more_checkpoints_than_the_run_can_have_is_refused(corpus_files,
+                                                                     tmp_path):
+    # Known before training: one checkpoint every 2 steps up to 4, and the last.
+    config = recipe_config(corpus_files, tmp_path, "--average-checkpoints", "4",
+                           "--checkpoint-every", "2", steps=4)
+    with pytest.raises(SystemExit, match="can have at most 3 checkpoint"):
+        workflow.training_run(config)
+    assert not (tmp_path / "run" / "checkpoints").exists()
+
+
+# ---- --ema-momentum ------------------------------------------------------------------------
+
+
+def test_ema_after_finalize_is_the_average_computed_by_hand(tiny_tokenizer,
+                                                            tiny_parallel_corpus):
+    """Through the `Trainer`'s own step (`optimizer.apply_gradients`)."""
+    import keras
+
+    from keras_attn_zoo import data as zoo_data
+    from keras_attn_zoo.models import transformer
+    from keras_attn_zoo.training import Trainer
+
+    dataset, _ = zoo_data.make_dataset(tiny_parallel_corpus[:40], tiny_tokenizer,
+                                       batch_tokens=200, max_length=64)
+    # One batch three times (one trace), taken before the reseed, which drops
+    # the tokenizer's resource.
+    batches = list(dataset.take(1)) * 3
+    keras.utils.set_random_seed(0)
+    model = transformer(200, preset="tiny")
+    momentum = 0.6
+    optimizer = keras.optimizers.Adam(1e-2, use_ema=True, ema_momentum=momentum)
+    trainer = Trainer(model, optimizer)
+    average = None
+    for inputs, labels in batches:
+        trainer.train_on_batch(inputs, labels)
+        weights = [np.asarray(v.numpy(), np.float64) for v in model.trainable_variables]
+        # Keras starts the average at the first step's weights.
+        average = weights if average is None else [
+            momentum * a + (1 - momentum) * w for a, w in zip(average, weights)]
+    raw = [v.numpy() for v in model.trainable_variables]
+    optimizer.finalize_variable_values(model.trainable_variables)
+    for variable, expected, last in zip(model.trainable_variables, average, raw):
+        np.testing.assert_allclose(variable.numpy(), expected, atol=1e-6)
+    assert any(not np.allclose(v.numpy(), r) for v, r in zip(model.trainable_variables, raw))
+
+
+def test_ema_run_puts_the_average_in_the_model_and_keeps_raw_weights_on_disk(
+        corpus_files, tmp_path):
+    """The Weighted Transformer's `wrap_optimizer` (κ/α warm-up) keeps the EMA."""
+    from keras_attn_zoo.optimizers import BranchWeightAdam
+    from keras_attn_zoo.training.strategy import select_strategy
+
+    config = recipe_config(corpus_files, tmp_path, "--ema-momentum", "0.5",
+                           "--model-options", "branch_weight_warmup_steps=1",
+                           model="weighted_transformer", steps=3)
+    corpus, tokenizer = workflow.prepare_data(config)
+    strategy = select_strategy(config.strategy)
+    model, optimizer = workflow.build(config, tokenizer, strategy)
+    assert isinstance(optimizer, BranchWeightAdam) and optimizer.use_ema
+    assert optimizer.ema_momentum == 0.5
+    workflow.train(config, model, optimizer, strategy, corpus, tokenizer)
+    raw = [v.numpy() for v in model.trainable_variables]
+    assert workflow.final_weights(config, model, optimizer) == {}
+    averages = optimizer._model_variables_moving_average
+    changed = 0
+    for variable, average, raw_value in zip(model.trainable_variables, averages, raw):
+        if variable.constraint is None:
+            np.testing.assert_array_equal(variable.numpy(), average.numpy())
+        else:  # κ/α: the average projected onto the simplex
+            values = variable.numpy()
+            assert values.min() >= 0 and values.sum(-1) == pytest.approx(1.0, abs=1e-5)
+        changed += not np.allclose(variable.numpy(), raw_value)
+    assert changed
+    latest = latest_checkpoints(tmp_path / "run" / "checkpoints", 1)
+    on_disk = restored_weights(model, latest[0])
+    by_path = {w.path: value for w, value in zip(model.weights, on_disk)}
+    for variable, raw_value in zip(model.trainable_variables, raw):
+        np.testing.assert_array_equal(by_path[variable.path], raw_value)
+
+    # A run stopped by time or epochs learns only now that it has too few
+    # checkpoints to average: refused, the trained checkpoint kept.
+    config.ema_momentum, config.average_checkpoints = 0.0, 2
+    with pytest.raises(SystemExit, match="has only 1 checkpoint"):
+        workflow.final_weights(config, model, optimizer)
+    config.average_checkpoints = 1  # the mean of one checkpoint: its raw weights
+    assert workflow.final_weights(config, model, optimizer) == {"averaged_checkpoints": 1}
+    for variable, raw_value in zip(model.trainable_variables, raw):
+        np.testing.assert_array_equal(variable.numpy(), raw_value)
