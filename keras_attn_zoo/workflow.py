@@ -56,6 +56,7 @@ from keras_attn_zoo.models import build_model
 from keras_attn_zoo.models import parse_model_options
 from keras_attn_zoo.training import InverseSquareRootSchedule
 from keras_attn_zoo.training import Trainer
+from keras_attn_zoo.training.trainer import resolve_jit_compile
 from keras_attn_zoo.training import select_strategy
 from keras_attn_zoo.training.averaging import average_checkpoints
 from keras_attn_zoo.training.averaging import latest_checkpoints
@@ -65,6 +66,7 @@ from keras_attn_zoo.training.seeding import seed_everything
 
 MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
                             "fp16": "mixed_float16"}
+XLA_SETTINGS = {"auto": "auto", "on": True, "off": False}
 
 
 @dataclasses.dataclass
@@ -97,6 +99,9 @@ class RunConfig:
     label_smoothing: float = 0.1
     strategy: str = "auto"
     mixed_precision: str = "none"
+    # XLA-compiled training step on fixed batch shapes: auto (where a GPU is
+    # visible), on, off (flag: --xla).
+    xla: str = "auto"
     output_dir: Optional[str] = None
     log_dir: Optional[str] = None
     export_dir: Optional[str] = None
@@ -159,6 +164,8 @@ def check_run_options(config):
     if not 0.0 <= config.ema_momentum < 1.0:
         raise SystemExit(f"--ema-momentum must be in [0, 1) (0: off), got "
                          f"{config.ema_momentum}.")
+    if config.xla not in XLA_SETTINGS:
+        raise SystemExit(f"--xla must be one of {sorted(XLA_SETTINGS)}, got {config.xla!r}.")
     if config.ema_momentum and config.average_checkpoints:
         raise SystemExit("--ema-momentum and --average-checkpoints both replace the "
                          "trained weights by an average; choose one.")
@@ -308,6 +315,11 @@ def with_word_dropout(config, make_dataset):
     return noisy
 
 
+def trainer_xla(config):
+    """Whether the run's training step is XLA-compiled (`config.xla` resolved)."""
+    return resolve_jit_compile(XLA_SETTINGS[config.xla])
+
+
 def train(config, model, optimizer, strategy, corpus, tokenizer):
     """Trains on the model's own training data; returns `(summary, training_data)`.
 
@@ -323,11 +335,12 @@ def train(config, model, optimizer, strategy, corpus, tokenizer):
             f"--word-dropout would turn {config.model}'s own {model.extra_token_count} "
             "special ids (beyond the tokenizer's pieces) in its inputs into UNK; it "
             "works only for models whose inputs are the tokenizer's pieces.")
+    jit_compile = trainer_xla(config)
     try:
         training_data = model.training_data(
             corpus.train, tokenizer, batch_tokens=config.batch_tokens,
             max_length=config.max_length, seed=config.seed, work_dir=output_dir,
-            aligned_batching=config.aligned_batching)
+            aligned_batching=config.aligned_batching, fixed_shapes=jit_compile)
     except ValueError as error:  # the model's refusal, said as the recipe's
         raise SystemExit(str(error)) from error
     monitors = [] if config.no_monitoring else default_callbacks(
@@ -344,6 +357,7 @@ def train(config, model, optimizer, strategy, corpus, tokenizer):
         callbacks=model.training_callbacks() + monitors,
         carry_state=training_data.carry_state,
         clip_norm=training_data.clip_norm,
+        jit_compile=jit_compile,
     )
     budget = (None if config.time_budget_minutes is None
               else config.time_budget_minutes * 60)
@@ -483,6 +497,7 @@ def training_run(config):
         "direction": config.direction,
         "params": model.count_params(),
         "steps": summary.steps,
+        "xla": trainer_xla(config),
         "epochs_completed": summary.epochs_completed,
         "train_seconds": round(summary.train_seconds, 1),
         "train_target_tokens_per_second": round(summary.target_tokens_per_second, 1),

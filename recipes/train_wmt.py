@@ -86,6 +86,9 @@ def parse_args(argv=None):
                    help="auto | default | mirrored | multi_worker")
     p.add_argument("--mixed-precision", default="none",
                    help="none | bf16 | fp16 (fp16 only on GPUs)")
+    p.add_argument("--xla", default="auto", choices=["auto", "on", "off"],
+                   help="XLA-compiled training step on fixed batch shapes (auto: on "
+                        "where a GPU is visible; on 2 CPU cores it does not pay)")
     p.add_argument("--output-dir", help="run directory (default runs/<name>)")
     p.add_argument("--log-dir", help="TensorBoard directory (default <output>/logs)")
     p.add_argument("--export-dir",

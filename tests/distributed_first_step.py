@@ -1,5 +1,9 @@
 """Runs one training step on one device and under MirroredStrategy, prints JSON.
 
+The single-device step runs in graph mode, the mirrored one XLA-compiled
+(`Trainer(jit_compile=True)`): equal results check both the distribution and
+the compiled step.
+
 Run as a separate process: logical CPU devices must be configured before
 TensorFlow initialises its devices, which a pytest process has done already.
 """
@@ -22,12 +26,12 @@ from keras_attn_zoo.training import Trainer  # noqa: E402
 from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
 
 
-def one_step(strategy, initial_weights, inputs, labels):
+def one_step(strategy, initial_weights, inputs, labels, jit_compile):
     with strategy.scope():
         model = transformer(64, preset="tiny")
         model.set_weights(initial_weights)
         optimizer = keras.optimizers.Adam(1e-3)
-    trainer = Trainer(model, optimizer, strategy)
+    trainer = Trainer(model, optimizer, strategy, jit_compile=jit_compile)
     dataset = tf.data.Dataset.from_tensors((inputs, labels))
     batch = next(iter(strategy.experimental_distribute_dataset(dataset)))
     metrics = trainer.train_on_batch(*batch)
@@ -51,9 +55,11 @@ def main():
     labels[target == 0] = 0
     inputs = {"source_ids": source, "target_ids": target}
 
-    single, single_weights = one_step(tf.distribute.get_strategy(), weights, inputs, labels)
+    single, single_weights = one_step(tf.distribute.get_strategy(), weights, inputs, labels,
+                                      jit_compile=False)
     mirrored_strategy = tf.distribute.MirroredStrategy(["/cpu:0", "/cpu:1"])
-    mirrored, mirrored_weights = one_step(mirrored_strategy, weights, inputs, labels)
+    mirrored, mirrored_weights = one_step(mirrored_strategy, weights, inputs, labels,
+                                          jit_compile=True)
     max_weight_diff = max(
         float(np.abs(a - b).max()) for a, b in zip(single_weights, mirrored_weights)
     )

@@ -1,8 +1,9 @@
 """One worker of a real two-process MultiWorkerMirroredStrategy run.
 
 Started twice by tests/test_multi_worker.py with TF_CONFIG set; trains a few
-steps of the tiny Transformer through the zoo's Trainer and prints a JSON line
-with the step count, the loss and a fingerprint of the weights.
+steps of the tiny Transformer through the zoo's Trainer (its XLA-compiled step,
+so the compiled step is tested under multi-worker collectives) and prints a
+JSON line with the step count, the loss and a fingerprint of the weights.
 """
 
 import hashlib
@@ -41,7 +42,7 @@ def main(checkpoint_dir, steps):
         model = transformer(64, preset="tiny")
         optimizer = keras.optimizers.Adam(1e-3)
     trainer = Trainer(model, optimizer, strategy, checkpoint_dir=checkpoint_dir,
-                      checkpoint_every=steps)
+                      checkpoint_every=steps, jit_compile=True)
     summary = trainer.train(lambda epoch: dataset, max_steps=steps, verbose=0)
     digest = hashlib.sha256()
     for weight in model.get_weights():
@@ -50,6 +51,7 @@ def main(checkpoint_dir, steps):
         "chief": is_chief(strategy),
         "replicas": strategy.num_replicas_in_sync,
         "steps": summary.steps,
+        "compiled_shapes": trainer.compiled_shapes,
         "loss": summary.final_loss,
         "weights_sha256": digest.hexdigest(),
     }), flush=True)

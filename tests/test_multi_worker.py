@@ -49,6 +49,7 @@ def test_two_workers_train_identical_weights_and_the_chief_checkpoint_restores(t
     assert chief["chief"] and not other["chief"]
     assert chief["replicas"] == other["replicas"] == 2
     assert chief["steps"] == other["steps"] == 4
+    assert chief["compiled_shapes"] == other["compiled_shapes"] == 1  # one batch shape
     assert np.isfinite(chief["loss"])
     assert chief["weights_sha256"] == other["weights_sha256"]
     # Only the chief kept a checkpoint, and it restores.

@@ -175,14 +175,15 @@ class ZooModel(keras.Model):
         return max_length if limit is None else min(max_length, int(limit))
 
     def training_data(self, pairs, tokenizer, *, batch_tokens, max_length, seed,
-                      work_dir, aligned_batching=False):
+                      work_dir, aligned_batching=False, fixed_shapes=False):
         """Prepares the training `pairs` of a recipe run; returns `TrainingData`.
 
         Default: token-budget batches of `data.make_dataset`, pairs longer
         than `training_length_limit(max_length)` pieces dropped, reshuffled
         per epoch with `seed + epoch`. `aligned_batching` needs a model with
         a carried training state (refused here). `work_dir` is where a model
-        may cache what its data needs.
+        may cache what its data needs. `fixed_shapes`: a few batch shapes,
+        for an XLA-compiled step (`make_dataset(..., fixed_shapes=True)`).
         """
         from keras_attn_zoo import data as zoo_data
 
@@ -204,7 +205,8 @@ class ZooModel(keras.Model):
 
         def make_dataset(epoch):
             dataset, _ = zoo_data.make_dataset(pairs, tokenizer, batch_tokens=batch_tokens,
-                                               max_length=limit, seed=seed + epoch)
+                                               max_length=limit, seed=seed + epoch,
+                                               fixed_shapes=fixed_shapes)
             return dataset
 
         return TrainingData(make_dataset, stats.dropped_too_long)

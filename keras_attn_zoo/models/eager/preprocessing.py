@@ -385,12 +385,13 @@ def eager_training_example(source_ids, target_ids):
 
 
 def make_eager_dataset(id_pairs: Sequence, batch_size: int = 32, *, shuffle: bool = True,
-                       seed: int = 0):
+                       seed: int = 0, length_multiple: int = 1):
     """Per-sentence batches for the default ``Trainer`` path.
 
     Elements are ``({"source_ids": int32[B, T], "target_ids": int32[B, T]},
     labels int32[B, T])``, 0-padded; pairs are sorted into batches of similar
-    length after shuffling (``seed``: pass ``seed + epoch`` to reshuffle).
+    length after shuffling (``seed``: pass ``seed + epoch`` to reshuffle),
+    padded to a multiple of ``length_multiple`` steps (8: few shapes for XLA).
     """
     import tensorflow as tf
 
@@ -411,6 +412,7 @@ def make_eager_dataset(id_pairs: Sequence, batch_size: int = 32, *, shuffle: boo
     def generate():
         for batch in batches:
             length = max(len(examples[k][1]) for k in batch)
+            length = -(-length // length_multiple) * length_multiple
             padded = {name: np.zeros([len(batch), length], np.int32)
                       for name in ("source_ids", "target_ids", "labels")}
             for row, k in enumerate(batch):

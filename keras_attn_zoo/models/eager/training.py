@@ -42,7 +42,7 @@ def aligned_columns(id_pairs, batch_tokens):
 
 
 def eager_training_data(model, pairs, tokenizer, *, batch_tokens, max_length, seed,
-                        work_dir, aligned_batching=False):
+                        work_dir, aligned_batching=False, fixed_shapes=False):
     """Eager-feasible training data (see the module docstring) as `TrainingData`.
 
     The targets start with the model's ``start_pads`` start tokens and use its
@@ -51,6 +51,8 @@ def eager_training_data(model, pairs, tokenizer, *, batch_tokens, max_length, se
     dropped. Per-sentence batches hold ``batch_tokens`` divided by the mean
     eager length sentences; the aligned stream has ``aligned_columns``
     columns, windows of ``DEFAULT_BPTT`` steps and gradient clipping 0.25.
+    With ``fixed_shapes`` per-sentence batches pad to a multiple of 8 steps
+    (the aligned stream's windows have one shape already).
     """
     cache_dir = work_dir / "alignments"
     special_ids = checked_special_ids(model, vocabulary_size(tokenizer))
@@ -87,6 +89,7 @@ def eager_training_data(model, pairs, tokenizer, *, batch_tokens, max_length, se
     info.update(eager_batching="per-sentence", eager_batch_sentences=batch_size)
 
     def make_batches(epoch):
-        return preprocessing.make_eager_dataset(kept, batch_size, seed=seed + epoch)
+        return preprocessing.make_eager_dataset(kept, batch_size, seed=seed + epoch,
+                                                length_multiple=8 if fixed_shapes else 1)
 
     return TrainingData(make_batches, dropped, info)

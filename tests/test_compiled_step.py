@@ -1,0 +1,128 @@
+"""The XLA-compiled training step and the fixed-shape batches it needs.
+
+Under `MirroredStrategy` and multi-worker the compiled step is checked by
+tests/distributed_first_step.py and tests/multi_worker_train.py, and a kill
+and restart of the recipe with `--xla on` by tests/test_crash_safety.py.
+"""
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn_zoo.data import pipeline
+from keras_attn_zoo.data.vocabulary import PAD_ID
+from keras_attn_zoo.models import transformer
+from keras_attn_zoo.training import Trainer
+from keras_attn_zoo.training.seeding import seed_everything
+
+BATCH_TOKENS = 160
+
+
+def fixed_batches(pairs, tokenizer, seed=0):
+    dataset, stats = pipeline.make_dataset(pairs, tokenizer, batch_tokens=BATCH_TOKENS,
+                                           max_length=40, seed=seed, fixed_shapes=True)
+    return dataset, stats
+
+
+def test_fixed_shape_batches_have_one_shape_per_bucket_and_keep_every_pair_once(
+        tiny_tokenizer, tiny_parallel_corpus):
+    dataset, stats = fixed_batches(tiny_parallel_corpus, tiny_tokenizer)
+    boundaries, sizes = pipeline.bucket_layout(40, BATCH_TOKENS, fixed_shapes=True)
+    shape_of_length = {boundary - 1: (size, boundary - 1)
+                       for boundary, size in zip(boundaries, sizes)}
+    seen, label_tokens = [], 0
+    for features, labels in dataset.as_numpy_iterator():
+        length = labels.shape[1]
+        assert labels.shape == features["source_ids"].shape == features["target_ids"].shape
+        assert labels.shape == shape_of_length[length]
+        real = labels.any(axis=1)  # filler rows have all-padding labels
+        label_tokens += int((labels != PAD_ID).sum())
+        sources = tiny_tokenizer.detokenize(tf.constant(features["source_ids"][real]))
+        targets = tiny_tokenizer.detokenize(tf.constant(labels[real]))
+        seen.extend(zip(sources, targets))
+    assert label_tokens == stats.target_tokens
+    assert stats.kept == len(tiny_parallel_corpus)
+    assert sorted(seen) == sorted(tiny_parallel_corpus)
+    assert len(boundaries) <= 10  # coarse: 8, 12, ..., 40
+
+
+def tiny_model(weights=None):
+    seed_everything(0)
+    model = transformer(tiny_vocabulary_size(), preset="tiny")
+    if weights is not None:
+        model.set_weights(weights)
+    return model
+
+
+def tiny_vocabulary_size():
+    return 64
+
+
+def random_batch(rows=6, length=12, seed=0):
+    rng = np.random.default_rng(seed)
+    source = rng.integers(4, 64, (rows, length)).astype("int32")
+    target = rng.integers(4, 64, (rows, length)).astype("int32")
+    for row in range(rows):
+        source[row, rng.integers(3, length):] = 0
+        target[row, rng.integers(3, length):] = 0
+    labels = np.roll(target, -1, axis=1)
+    labels[target == 0] = 0
+    return {"source_ids": source, "target_ids": target}, labels
+
+
+def test_compiled_step_computes_the_graph_step(tmp_path):
+    """Same weights, same batch: the same loss (1e-5) and the same update."""
+    weights = tiny_model().get_weights()
+    results = {}
+    for jit_compile in (False, True):
+        model = tiny_model(weights)
+        trainer = Trainer(model, keras.optimizers.Adam(1e-3), jit_compile=jit_compile)
+        losses = [trainer.train_on_batch(*random_batch(seed=seed))["loss"] for seed in (0, 1)]
+        results[jit_compile] = losses, model.get_weights()
+    np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-5)
+    for compiled, graph in zip(results[True][1], results[False][1]):
+        np.testing.assert_allclose(compiled, graph, atol=1e-5)
+
+
+def test_compilations_do_not_grow_with_the_number_of_steps(tiny_tokenizer,
+                                                            tiny_parallel_corpus):
+    pairs = tiny_parallel_corpus[:16]
+    model = transformer(tiny_tokenizer.vocabulary_size(), preset="tiny")
+    trainer = Trainer(model, keras.optimizers.Adam(1e-3), jit_compile=True)
+    shapes = {tuple(labels.shape)
+              for _, labels in fixed_batches(pairs, tiny_tokenizer)[0].as_numpy_iterator()}
+    make = lambda epoch: fixed_batches(pairs, tiny_tokenizer, seed=epoch)[0]  # noqa: E731
+    first = trainer.train(make, epochs=1, verbose=0)
+    after_one_epoch = trainer.compiled_shapes
+    assert 1 <= after_one_epoch <= len(shapes)
+    later = trainer.train(make, epochs=3, verbose=0)
+    assert later.steps >= 3 * first.steps - 2
+    assert trainer.compiled_shapes == after_one_epoch
+
+
+def test_a_compiled_run_resumed_from_its_checkpoint_ends_where_an_unbroken_run_ends(tmp_path):
+    """Killed after step 3 (checkpoints at 2 and 3), resumed to 4: the weights of an
+    unbroken run (in graph mode, which the compiled step equals within 1e-5)."""
+    inputs, labels = random_batch(rows=16, seed=0)
+    make = lambda epoch: tf.data.Dataset.from_tensor_slices(  # noqa: E731
+        (inputs, labels)).batch(4)
+    weights = tiny_model().get_weights()
+
+    def run(directory, max_steps, jit_compile=True):
+        model = tiny_model(weights)
+        trainer = Trainer(model, keras.optimizers.Adam(1e-3), jit_compile=jit_compile,
+                          checkpoint_dir=str(directory), checkpoint_every=2)
+        trainer.train(make, max_steps=max_steps, verbose=0)
+        return model
+
+    unbroken = run(tmp_path / "unbroken", 4, jit_compile=False).get_weights()
+    run(tmp_path / "broken", 3)
+    resumed = run(tmp_path / "broken", 4).get_weights()
+    for a, b in zip(unbroken, resumed):
+        np.testing.assert_allclose(a, b, atol=1e-5)
+
+
+def test_jit_compile_setting_is_checked():
+    with pytest.raises(ValueError, match="jit_compile"):
+        Trainer(tiny_model(), keras.optimizers.Adam(1e-3), jit_compile="yes")
