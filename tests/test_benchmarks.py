@@ -85,6 +85,19 @@ def test_train_throughput_smoke(smokes):
 
 
 @pytest.mark.benchmark_smoke
+def test_training_loop_smoke(smokes):
+    stdout, results = run_smoke(smokes, "training_loop")
+    rows = {row["contender"]: row for row in results["rows"]}
+    assert set(rows) == {"session start", "graph", "xla", "keras-hub graph", "keras-hub xla"}
+    assert rows["session start"]["x_session_start"] == 1.0
+    assert all(row["tokens_per_s"] > 0 and 0 < row["mfu"] for row in rows.values())
+    # The same sentences: each pass counts the same real tokens on either shape layout.
+    assert rows["graph"]["target_tokens"] == rows["session start"]["target_tokens"]
+    assert rows["xla"]["label_padding_share"] >= 0
+    assert "training loop" in stdout
+
+
+@pytest.mark.benchmark_smoke
 def test_mfu_smoke(smokes):
     _, results = run_smoke(smokes, "mfu")
     assert results["peak_gflops"]["float32"] > 0
