@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import pathlib
+import resource
 import sys
 import tempfile
 import time
@@ -122,12 +123,21 @@ def zoo_trainer_step(model, jit_compile, session_start=False):
     return train_on_batch, trainer
 
 
-def one_pass(train_on_batch, batches):
-    """A zero-argument callable: one step per batch; returns the real target tokens."""
+def one_pass(train_on_batch, batches, cpu_seconds):
+    """A zero-argument callable: one step per batch; returns the real target tokens.
+
+    Adds the process's user and system CPU seconds of each call to
+    ``cpu_seconds`` (the contenders alternate, so each call's share is its own).
+    """
     def run():
+        before = resource.getrusage(resource.RUSAGE_SELF)
         tokens = 0.0
         for inputs, labels in batches:
             tokens += train_on_batch(inputs, labels)["tokens"]
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        cpu_seconds["user"] += after.ru_utime - before.ru_utime
+        cpu_seconds["system"] += after.ru_stime - before.ru_stime
+        cpu_seconds["calls"] += 1
         return tokens
     return run
 
@@ -159,7 +169,7 @@ def main(argv=None):
     config = dict(reference.zoo_config)
     weights = reference.get_weights()
 
-    contenders, setups = {}, {}
+    contenders, setups, cpu = {}, {}, {}
     for name in args.contenders:
         fixed = name.endswith("xla")
         jit_compile = name.endswith("xla")
@@ -174,9 +184,11 @@ def main(argv=None):
             model.set_weights(weights)
             step, _ = zoo_trainer_step(model, jit_compile, session_start=name == "session start")
             params = model.count_params()
-        contenders[name] = one_pass(step, batches[fixed])
+        cpu[name] = {"user": 0.0, "system": 0.0, "calls": 0}
+        contenders[name] = one_pass(step, batches[fixed], cpu[name])
         started = time.perf_counter()
         contenders[name]()  # traces and compiles every shape once
+        cpu[name].update(user=0.0, system=0.0, calls=0)
         setups[name] = {"first_pass_seconds": round(time.perf_counter() - started, 1),
                         "params": params, "fixed_shapes": fixed, "xla": jit_compile}
         print(f"{name}: first pass {setups[name]['first_pass_seconds']} s", flush=True)
@@ -196,6 +208,9 @@ def main(argv=None):
             "label_padding_share": round(1 - tokens[name] / cells, 3),
             "train_gflop_per_pass": round(flops / 1e9, 1),
             "mfu": round(flops / seconds / 1e9 / rate["gflops"], 3),
+            # Per timed pass: where the default run's system time went.
+            "user_cpu_seconds_per_pass": round(cpu[name]["user"] / cpu[name]["calls"], 2),
+            "system_cpu_seconds_per_pass": round(cpu[name]["system"] / cpu[name]["calls"], 2),
         })
     base = {row["contender"]: row["tokens_per_s"] for row in rows}
     for row in rows:
@@ -205,16 +220,19 @@ def main(argv=None):
                     if row["contender"].startswith("keras-hub")), default=None)
     for row in rows:
         row["x_keras_hub_best"] = round(row["tokens_per_s"] / hub_best, 3) if hub_best else None
-    common.print_table(rows, ["contender", "first_pass_seconds", "tokens_per_s",
-                              "label_padding_share", "mfu", "x_session_start",
-                              "x_keras_hub_best", "spread"],
-                       title=f"training loop, {args.preset}, {args.batches} recipe batches "
-                             f"x {args.rounds} rounds")
     path = common.write_results("training_loop", {
         "preset": args.preset, "vocabulary_size": vocabulary_size,
         "batch_tokens": args.batch_tokens, "batches": args.batches, "rounds": args.rounds,
         "matmul_rate": rate, "rows": rows,
     }, output_dir=args.output_dir, smoke=args.smoke, run=run)
+    common.print_table(rows, [
+        ("contender", "contender", ""), ("first_pass_seconds", "first pass s", ".1f"),
+        ("tokens_per_s", "target tok/s", ".1f"), ("label_padding_share", "padding", ".3f"),
+        ("mfu", "MFU", ".3f"), ("x_session_start", "x session start", ".3f"),
+        ("x_keras_hub_best", "x keras-hub best", ".3f"),
+        ("system_cpu_seconds_per_pass", "system CPU s/pass", ".2f"), ("spread", "spread", ".3f"),
+    ], title=f"training loop, {args.preset}, {args.batches} recipe batches x {args.rounds} "
+             f"rounds (matmul {rate['gflops']:.1f} GFLOP/s)")
     print(f"wrote {path}")
     return 0
 
