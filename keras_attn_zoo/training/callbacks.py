@@ -346,8 +346,8 @@ class AttentionMonitor(_Monitor):
         gate_sentences: dev pairs whose gate values fill the GMM histograms.
         ran_size: positions of the RAN matrices drawn.
         max_time_share: the most of the wall time the refreshes may take
-            (see `_Monitor`; default 5%: drawing every layer's and head's
-            panels with matplotlib costs seconds on a CPU); None: every
+            (see `_Monitor`; default 5%: it runs the model on dev sentences
+            and draws a matplotlib panel per layer and head); None: every
             `every` steps.
     """
 
