@@ -320,11 +320,23 @@ def trainer_xla(config):
     return resolve_jit_compile(XLA_SETTINGS[config.xla])
 
 
-def train(config, model, optimizer, strategy, corpus, tokenizer):
+def default_monitors(config, model, tokenizer, valid):
+    """The run's monitoring callbacks on the `valid` pairs (none with `no_monitoring`)."""
+    if config.no_monitoring:
+        return []
+    return default_callbacks(model, tokenizer, valid, every=config.eval_every,
+                             beam_size=config.beam_size,
+                             length_penalty=config.length_penalty)
+
+
+def train(config, model, optimizer, strategy, corpus, tokenizer, monitors=None):
     """Trains on the model's own training data; returns `(summary, training_data)`.
 
     `word_dropout` noises the batches (see `with_word_dropout`); the `Trainer`
-    keeps at least `average_checkpoints` checkpoints.
+    keeps at least `average_checkpoints` checkpoints. `monitors`: the
+    callbacks after the model's own (default: `default_monitors`); a caller
+    that passes them can read them after training (e.g. the dev monitor's
+    learning curve).
     """
     output_dir, log_dir, _ = config.paths
     if config.aligned_batching and model.initial_training_state(1) is None:
@@ -343,9 +355,8 @@ def train(config, model, optimizer, strategy, corpus, tokenizer):
             aligned_batching=config.aligned_batching, fixed_shapes=jit_compile)
     except ValueError as error:  # the model's refusal, said as the recipe's
         raise SystemExit(str(error)) from error
-    monitors = [] if config.no_monitoring else default_callbacks(
-        model, tokenizer, corpus.valid, every=config.eval_every,
-        beam_size=config.beam_size, length_penalty=config.length_penalty)
+    if monitors is None:
+        monitors = default_monitors(config, model, tokenizer, corpus.valid)
     trainer = Trainer(
         model, optimizer, strategy,
         label_smoothing=config.label_smoothing,
@@ -415,8 +426,12 @@ def final_weights(config, model, optimizer):
 # ---- evaluate -------------------------------------------------------------------------------
 
 
-def evaluate(config, model, tokenizer, test):
-    """BLEU/chrF and decoding speed on the `test` pairs (`{}` when there are none)."""
+def evaluate(config, model, tokenizer, test, split="test"):
+    """BLEU/chrF and decoding speed on the `test` pairs (`{}` when there are none).
+
+    `split`: what the pairs are, for the printed line and the `<split>_pairs`
+    entry (`recipes/recipe_experiments.py` scores the valid split).
+    """
     from keras_attn_zoo.export import Translator
 
     if config.eval_limit is not None:
@@ -430,7 +445,7 @@ def evaluate(config, model, tokenizer, test):
     seconds = time.monotonic() - started
     results = corpus_scores(hypotheses, [t for _, t in test])
     results.update(
-        test_pairs=len(test),
+        **{f"{split}_pairs": len(test)},
         beam_size=config.beam_size,
         length_penalty=config.length_penalty,
         decode_seconds=round(seconds, 1),
@@ -438,7 +453,7 @@ def evaluate(config, model, tokenizer, test):
         examples=[{"source": s, "reference": t, "translation": h}
                   for (s, t), h in list(zip(test, hypotheses))[:5]],
     )
-    print(f"test: BLEU {results['bleu']} chrF {results['chrf']} on {len(test)} "
+    print(f"{split}: BLEU {results['bleu']} chrF {results['chrf']} on {len(test)} "
           f"sentences ({results['sacrebleu_signature']})")
     return results
 

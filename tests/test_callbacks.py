@@ -16,6 +16,7 @@ from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo.data.vocabulary import vocabulary_size
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training.callbacks import AttentionMonitor
+from keras_attn_zoo.training.callbacks import _Monitor
 from keras_attn_zoo.training.callbacks import BranchWeightMonitor
 from keras_attn_zoo.training.callbacks import DevTranslationMonitor
 from keras_attn_zoo.training.callbacks import default_callbacks
@@ -51,7 +52,8 @@ def test_training_run_writes_scalar_image_histogram_and_text_tags(
     model = gmm_transformer(vocabulary_size(tiny_tokenizer), preset="tiny")
     valid = tiny_parallel_corpus[-6:]
     callbacks = default_callbacks(model, tiny_tokenizer, valid, every=2, bleu_sentences=4,
-                                  num_examples=2, beam_size=2, raise_errors=True)
+                                  num_examples=2, beam_size=2, raise_errors=True,
+                                  max_time_share=None)  # exact cadence: every 2 steps
     trainer = Trainer(model, keras.optimizers.Adam(1e-3), log_dir=str(tmp_path / "logs"),
                       log_every=2, checkpoint_every=0, callbacks=callbacks)
 
@@ -66,6 +68,7 @@ def test_training_run_writes_scalar_image_histogram_and_text_tags(
         "loss": "scalars", "perplexity": "scalars", "token_accuracy": "scalars",
         "learning_rate": "scalars", "target_tokens_per_second": "scalars",
         "dev/bleu": "scalars", "dev/chrf": "scalars", "gmm/gate_mean/layer_0": "scalars",
+        "dev/eval_seconds": "scalars", "dev/time_share": "scalars",
         "dev/translations": "text",
         "attention/cross/sentence_0": "images", "attention/cross/sentence_2": "images",
         "gmm/gate/layer_0": "histograms",
@@ -158,3 +161,93 @@ def test_translation_table_escapes_pipes():
     table = translation_table(["a | b"], ["c"], ["d\ne"])
     assert "a \\| b" in table and "d e" in table
     assert table.count("\n") == 2
+
+
+# ---- the monitors' share of the wall time ---------------------------------------------------
+
+
+def test_dev_monitor_keeps_under_its_time_share_in_a_real_run(tiny_parallel_corpus,
+                                                              tiny_sentencepiece_model,
+                                                              tmp_path):
+    """`every=1` on a tiny Transformer trained eagerly (no step to trace): a beam search
+    over dev sentences costs far more than a step, so the monitor postpones; by its own
+    measurements its seconds stay within 5% of the time between evaluations, plus the
+    last evaluation."""
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
+    from keras_attn_zoo.models import build_model
+    from keras_attn_zoo.training.losses import token_loss_sum
+
+    tokenizer = load_tokenizer(tiny_sentencepiece_model)
+    model = build_model("transformer", vocabulary_size(tokenizer), preset="tiny")
+    optimizer = keras.optimizers.Adam(1e-3)
+    share, steps = 0.05, 5
+    monitor = DevTranslationMonitor(model, tokenizer, tiny_parallel_corpus[-4:], every=1,
+                                    max_sentences=4, beam_size=2, raise_errors=True,
+                                    max_time_share=share)
+    trainer = fake_trainer(tmp_path / "logs")
+    dataset, _ = zoo_data.make_dataset(tiny_parallel_corpus[:200], tokenizer,
+                                       batch_tokens=100, max_length=32, seed=0)
+    seen = []
+    for step, (inputs, labels) in enumerate(dataset.repeat().take(steps), start=1):
+        with tf.GradientTape() as tape:
+            loss, tokens, _ = token_loss_sum(labels, model(inputs, training=True))
+            loss = loss / tokens
+        gradients = tape.gradient(loss, model.trainable_variables)
+        optimizer.apply_gradients(zip(gradients, model.trainable_variables))
+        logs = {"loss": float(loss)}
+        monitor.on_step_end(trainer, step, logs)
+        seen.append(logs)
+
+    timings = monitor.timings
+    assert timings[0]["step"] == 1  # the first due step is evaluated: the cost is learnt
+    assert 2 in monitor.skipped  # one tiny step is not 20 beam searches
+    assert len(timings) + len(monitor.skipped) == steps
+    assert [step for step, _, _ in monitor.history] == [t["step"] for t in timings]
+    # Each evaluation waited cost / share after the previous one ended ...
+    for previous, current in zip(timings, timings[1:]):
+        started = current["elapsed_seconds"] - current["seconds"]
+        assert started - previous["elapsed_seconds"] >= previous["seconds"] / share
+    # ... so the total is within the share of the elapsed time plus one evaluation.
+    elapsed = timings[-1]["elapsed_seconds"]
+    assert monitor.seconds_spent <= share * elapsed + max(t["seconds"] for t in timings)
+    assert seen[0]["dev_eval_seconds"] == timings[0]["seconds"]
+    assert seen[0]["dev_evals_skipped"] == 0 and "dev_eval_seconds" not in seen[1]
+
+
+class _CostlyMonitor(_Monitor):
+    """Evaluations of 1 s on a fake clock (steps take 1/8 s: exact in binary)."""
+
+    def __init__(self, clock, **options):
+        super().__init__(**options)
+        self.clock = clock
+
+    def _write(self, trainer, step, logs):
+        self.clock[0] += 1.0
+
+
+@pytest.mark.parametrize("share, expected", [
+    (None, [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]),
+    (0.25, [1, 33, 65, 97]),  # 4 s of steps (32 of them) after each 1-s evaluation
+    (1.0, [1, 9, 17, 25, 33, 41, 49, 57, 65, 73]),
+])
+def test_postponed_evaluations_follow_the_measured_cost(monkeypatch, tmp_path, share,
+                                                        expected):
+    from keras_attn_zoo.training import callbacks as module
+
+    clock = [0.0]
+    monkeypatch.setattr(module.time, "monotonic", lambda: clock[0])
+    monitor = _CostlyMonitor(clock, every=1, max_time_share=share)
+    trainer = fake_trainer(tmp_path / "logs")
+    for step in range(1, 101):
+        clock[0] += 0.125
+        monitor.on_step_end(trainer, step, {})
+    assert [t["step"] for t in monitor.timings][:10] == expected
+    assert all(t["seconds"] == pytest.approx(1.0) for t in monitor.timings)
+    assert len(monitor.skipped) == 100 - len(monitor.timings)
+    if share is not None:
+        assert monitor.seconds_spent <= share * clock[0] + 1.0
+
+
+def test_time_share_out_of_range_is_refused():
+    with pytest.raises(ValueError, match="max_time_share"):
+        _CostlyMonitor([0.0], every=1, max_time_share=0.0)

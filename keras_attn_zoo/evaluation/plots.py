@@ -265,3 +265,45 @@ def draw_heatmaps(chosen, own, own_alignments, out, files, model=None,
         drawn.append({"file": f"heatmaps/{path.name}", "source": source,
                       "target": own[k], "layer": "exported"})
     return drawn
+
+
+# ---- learning curves --------------------------------------------------------------------
+
+
+def plot_learning_curves(curves, path, title=None, metric="bleu"):
+    """Dev score against training minutes (left) and steps (right), one line per run.
+
+    Args:
+        curves: `{name: [{"step": ..., "minutes": ..., metric: ...}, ...]}`
+            (points without minutes are left out of the left panel); a run
+            with no points is left out.
+        path: the image written (format by suffix); parent directories are created.
+        title: optional figure title.
+        metric: the key plotted ("bleu" or "chrf").
+
+    Returns:
+        The `pathlib.Path` written.
+    """
+    figure = _figure(11, 4.2)
+    label = "BLEU" if metric == "bleu" else "chrF" if metric == "chrf" else metric
+    for position, axis in enumerate(("minutes", "step")):
+        axes = figure.add_subplot(1, 2, position + 1)
+        for name, points in curves.items():
+            points = [p for p in points if p.get(axis) is not None and p.get(metric) is not None]
+            if not points:
+                continue
+            points.sort(key=lambda p: p["step"])
+            axes.plot([p[axis] for p in points], [p[metric] for p in points],
+                      marker="o", markersize=3, label=name)
+        axes.set_xlabel("training minutes" if axis == "minutes" else "steps")
+        axes.set_ylabel(f"dev {label}")
+        axes.grid(alpha=0.3)
+        if axes.get_legend_handles_labels()[0]:
+            axes.legend(fontsize=7)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    figure.tight_layout()
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path

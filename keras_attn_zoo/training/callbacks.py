@@ -31,7 +31,10 @@ tag                               kind       what
 ``weighted/<layer>/alpha_I``
 ================================  =========  ===============================================
 
-Every `every` steps (κ/α: every `trainer.log_every` steps). Images need
+Every `every` steps (κ/α: every `trainer.log_every` steps), unless that would
+take the dev evaluations and attention images over `max_time_share` of the
+wall time (default 5%, see `_Monitor`): then a refresh is postponed to a later
+multiple of `every`. Images need
 matplotlib (the `dev` extra); without it they are skipped with one warning.
 A monitor that fails (for instance a dev sentence a fixed-length model cannot
 take) logs the error once and switches itself off: monitoring never ends a
@@ -39,6 +42,7 @@ training run, unless `raise_errors=True` (tests).
 """
 
 import logging
+import time
 import warnings
 
 import numpy as np
@@ -167,22 +171,70 @@ def heatmap_grid_image(weights, row_names, column_names, x_labels=None, y_labels
 
 
 class _Monitor:
-    """Base: runs `_write(trainer, step, logs)` every `every` steps on the chief."""
+    """Base: runs `_write(trainer, step, logs)` every `every` steps on the chief.
+
+    With `max_time_share` (e.g. 0.05) the monitor keeps its evaluations under
+    that share of the wall time: it measures each evaluation (`cost`) and,
+    when `every` steps come around, postpones the next one until the wall time
+    since the end of the previous one is at least `cost / max_time_share`
+    (checked again every `every` steps). The first evaluation runs at the
+    first due step: its cost is what the monitor learns from. So, by the
+    monitor's own measurements, the seconds of all evaluations but the last
+    are at most `max_time_share` times the time between them, and the total
+    at most that plus one evaluation. `None`: no limit (every `every` steps).
+
+    Kept for the report: `timings` (one dict per evaluation: `step`,
+    `seconds`, `elapsed_seconds` since the monitor's first call), `skipped`
+    (the due steps postponed), `seconds_spent` and `time_share()`.
+    """
 
     name = "monitor"
 
-    def __init__(self, every, raise_errors=False):
+    def __init__(self, every, raise_errors=False, max_time_share=None):
+        if max_time_share is not None and not 0.0 < max_time_share <= 1.0:
+            raise ValueError(f"max_time_share must be in (0, 1] or None, got "
+                             f"{max_time_share}.")
         self.every = every
         self.raise_errors = raise_errors
+        self.max_time_share = max_time_share
         self.enabled = True
+        self.timings = []
+        self.skipped = []
+        self._started = None  # monotonic time of the first call
+        self._last_end = None  # ... and of the end of the last evaluation
+
+    @property
+    def seconds_spent(self):
+        """Seconds of every evaluation so far, as the monitor measured them."""
+        return sum(entry["seconds"] for entry in self.timings)
+
+    def time_share(self, now=None):
+        """`seconds_spent` over the wall time since the monitor's first call."""
+        if self._started is None:
+            return 0.0
+        elapsed = (time.monotonic() if now is None else now) - self._started
+        return self.seconds_spent / elapsed if elapsed > 0 else 0.0
 
     def _due(self, trainer, step):
         every = self.every or getattr(trainer, "log_every", 1) or 1
         return (self.enabled and step % every == 0
                 and getattr(trainer, "is_chief", True))
 
+    def _postponed(self, now):
+        """Whether the time share forbids an evaluation now."""
+        if self.max_time_share is None or not self.timings:
+            return False
+        wanted = self.timings[-1]["seconds"] / self.max_time_share
+        return now - self._last_end < wanted
+
     def on_step_end(self, trainer, step, logs):
+        now = time.monotonic()
+        if self._started is None:
+            self._started = now
         if not self._due(trainer, step):
+            return
+        if self._postponed(now):
+            self.skipped.append(step)
             return
         try:
             self._write(trainer, step, logs if logs is not None else {})
@@ -194,6 +246,15 @@ class _Monitor:
                            "%s: %s", self.name, step, type(error).__name__, error)
             warnings.warn(f"{self.name} failed at step {step} and is switched off: "
                           f"{type(error).__name__}: {error}")
+        finally:
+            self._last_end = time.monotonic()
+            self.timings.append({"step": step,
+                                 "seconds": self._last_end - now,
+                                 "elapsed_seconds": self._last_end - self._started})
+        self._record_cost(trainer, step, logs if logs is not None else {})
+
+    def _record_cost(self, trainer, step, logs):
+        """After an evaluation: report its cost (the dev monitor logs it)."""
 
     def _write(self, trainer, step, logs):
         raise NotImplementedError
@@ -213,13 +274,21 @@ class DevTranslationMonitor(_Monitor):
         max_sentences: dev subset size for BLEU/chrF.
         num_examples: translations shown in the text table.
         beam_size, length_penalty: the search (as exported).
+        max_time_share: the most of the wall time the evaluations may take
+            (see `_Monitor`; default 5%); None: every `every` steps.
+
+    `history` holds `(step, bleu, chrf)` per evaluation, `timings` their
+    seconds; after each evaluation the logs get `dev_eval_seconds` (its
+    cost), `dev_eval_seconds_total` and `dev_evals_skipped` (postponed due
+    steps so far), and TensorBoard `dev/eval_seconds` and `dev/time_share`.
     """
 
     name = "DevTranslationMonitor"
 
     def __init__(self, model, tokenizer, pairs, every=500, max_sentences=100,
-                 num_examples=5, beam_size=4, length_penalty=0.6, raise_errors=False):
-        super().__init__(every, raise_errors)
+                 num_examples=5, beam_size=4, length_penalty=0.6, raise_errors=False,
+                 max_time_share=0.05):
+        super().__init__(every, raise_errors, max_time_share)
         self.model = model
         self.tokenizer = tokenizer
         processor = sentencepiece_processor(tokenizer)
@@ -254,6 +323,16 @@ class DevTranslationMonitor(_Monitor):
         logs["dev_chrf"] = scores["chrf"]
         self.history.append((step, scores["bleu"], scores["chrf"]))
 
+    def _record_cost(self, trainer, step, logs):
+        seconds = self.timings[-1]["seconds"]
+        logs["dev_eval_seconds"] = seconds
+        logs["dev_eval_seconds_total"] = self.seconds_spent
+        logs["dev_evals_skipped"] = len(self.skipped)
+        if self.enabled:
+            with trainer.writer.as_default(step=step):
+                tf.summary.scalar("dev/eval_seconds", seconds)
+                tf.summary.scalar("dev/time_share", self.time_share())
+
 
 class AttentionMonitor(_Monitor):
     """Attention heat maps of fixed dev sentences, RAN matrices and GMM gates.
@@ -266,13 +345,17 @@ class AttentionMonitor(_Monitor):
         every: steps between refreshes.
         gate_sentences: dev pairs whose gate values fill the GMM histograms.
         ran_size: positions of the RAN matrices drawn.
+        max_time_share: the most of the wall time the refreshes may take
+            (see `_Monitor`; default 5%: it runs the model on dev sentences
+            and draws a matplotlib panel per layer and head); None: every
+            `every` steps.
     """
 
     name = "AttentionMonitor"
 
     def __init__(self, model, tokenizer, pairs, every=500, num_sentences=3, max_pieces=30,
-                 gate_sentences=32, ran_size=24, raise_errors=False):
-        super().__init__(every, raise_errors)
+                 gate_sentences=32, ran_size=24, raise_errors=False, max_time_share=0.05):
+        super().__init__(every, raise_errors, max_time_share)
         self.model = model
         pairs = list(pairs or [])
         self.processor = sentencepiece_processor(tokenizer) if pairs else None
@@ -388,7 +471,7 @@ def _has_branches(model):
 
 def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=100,
                       num_examples=5, num_attention_sentences=3, beam_size=4,
-                      length_penalty=0.6, raise_errors=False):
+                      length_penalty=0.6, raise_errors=False, max_time_share=0.05):
     """The monitors `recipes/train_wmt.py` installs (see the module docstring).
 
     Args:
@@ -402,20 +485,27 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
         num_attention_sentences: fixed dev sentences drawn as heat maps.
         beam_size, length_penalty: the search used for dev BLEU.
         raise_errors: let a failing monitor raise (tests) instead of switching off.
+        max_time_share: the most of the wall time the dev evaluations and the
+            attention images may take together (default 5%): the dev monitor
+            gets four fifths of it, the attention monitor one fifth (each
+            postpones its refresh, see `_Monitor`). None: every `every` steps.
 
     Returns:
         A list of callback objects for `Trainer(callbacks=...)`.
     """
     valid_pairs = list(valid_pairs or [])
+    dev_share = attention_share = None
+    if max_time_share is not None:
+        dev_share, attention_share = 0.8 * max_time_share, 0.2 * max_time_share
     callbacks = []
     if valid_pairs:
         callbacks.append(DevTranslationMonitor(
             model, tokenizer, valid_pairs, every=every, max_sentences=bleu_sentences,
             num_examples=num_examples, beam_size=beam_size, length_penalty=length_penalty,
-            raise_errors=raise_errors))
+            raise_errors=raise_errors, max_time_share=dev_share))
     callbacks.append(AttentionMonitor(
         model, tokenizer, valid_pairs, every=every, num_sentences=num_attention_sentences,
-        raise_errors=raise_errors))
+        raise_errors=raise_errors, max_time_share=attention_share))
     if _has_branches(model):
         callbacks.append(BranchWeightMonitor(model, raise_errors=raise_errors))
     return callbacks

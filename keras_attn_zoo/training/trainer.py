@@ -289,7 +289,8 @@ class Trainer:
         last_loss = math.nan
         progress = keras.utils.Progbar(max_steps, stateful_metrics=["lr", "tok/s"]) if verbose else None
         window_start, window_tokens = time.monotonic(), 0
-        done = False
+        # A run restored at (or past) max_steps has nothing left to train.
+        done = finished = max_steps is not None and resumed_from >= max_steps
         while not done:
             epoch = int(self.epoch.numpy())
             if epochs is not None and epoch >= epochs:
@@ -336,7 +337,8 @@ class Trainer:
             else:
                 self.epoch.assign_add(1)
                 self.batches_in_epoch.assign(0)
-        self.save()
+        if not finished:
+            self.save()
         self.writer.flush()
         seconds = time.monotonic() - start
         return TrainingSummary(

@@ -1,0 +1,550 @@
+#!/usr/bin/env python
+"""Issue 19's recipe table: one change at a time from the default, scored on the valid split.
+
+Each cell is a set of `RunConfig` overrides over `recipes/train_wmt.py`'s
+defaults (the `small` Transformer on Ding de->en, the preset's learning-rate
+schedule). Every cell trains for the same number of steps (not minutes, so a
+loaded machine changes the wall time, not the result), with the default
+monitors (dev BLEU on the first 100 valid sentences, at most 5% of the wall
+time), then is scored on the whole valid split (beam 4, length penalty 0.6,
+sacreBLEU BLEU and chrF). The test split is never translated, except by
+`--score-test CELL`, once, for the chosen default.
+
+    python recipes/recipe_experiments.py                      # every cell, 3000 steps
+    python recipes/recipe_experiments.py --cells default,vocab-4000 --steps 3000
+    python recipes/recipe_experiments.py --extra-cell \
+        'combined={"vocab_size": 4000, "model_options": "dropout=0.3"}' --cells combined
+    python recipes/recipe_experiments.py --table              # TABLE.md from the results
+    python recipes/recipe_experiments.py --plot               # learning curves PNG
+    python recipes/recipe_experiments.py --score-test vocab-4000   # once, at the end
+
+Resumable: a cell's result goes to
+`benchmarks/results/recipe/<cell>-seed<seed>-<steps>steps.json` (written under a
+temporary name and renamed) and a rerun skips the cells that have one; a cell
+killed while training resumes from the checkpoints in its run directory
+`runs/recipe/<cell>-seed<seed>-<steps>steps`. `--base KEY=VALUE` overrides
+every cell (e.g. `--base preset=tiny --base data=files --base train_src=...`).
+"""
+
+import argparse
+import dataclasses
+import datetime
+import importlib.util
+import json
+import os
+import pathlib
+import sys
+import time
+
+from keras_attn_zoo.runtime import start_tensorflow
+
+start_tensorflow()  # before the workflow imports TensorFlow: no start-up noise
+
+import keras  # noqa: E402
+
+from keras_attn_zoo import workflow  # noqa: E402
+from keras_attn_zoo.training import select_strategy  # noqa: E402
+from keras_attn_zoo.training.callbacks import DevTranslationMonitor  # noqa: E402
+from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
+
+REPO = pathlib.Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO / "benchmarks" / "results" / "recipe"
+RUNS_DIR = pathlib.Path("runs") / "recipe"
+DEFAULT_STEPS = 3000
+
+
+def _load_script(path, name):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+train_wmt = _load_script(REPO / "recipes" / "train_wmt.py", "train_wmt_recipe")
+sys.path.insert(0, str(REPO / "benchmarks"))
+import common  # noqa: E402  (benchmarks/common.py: load average, machine, matmul rate)
+
+
+def every_tenth_of_the_steps(steps):
+    """A checkpoint every tenth of the budget: the last 5 span its second half."""
+    return max(1, steps // 10)
+
+
+# name -> RunConfig overrides relative to the default. A value may be a function of
+# the step budget (resolved when the cell runs). One change per cell; a combination
+# is one more entry (or `--extra-cell NAME=JSON`).
+CELLS = {
+    "default": {},
+    "vocab-4000": {"vocab_size": 4000},
+    "vocab-2000": {"vocab_size": 2000},
+    "dropout-0.3": {"model_options": "dropout=0.3"},
+    "attention+activation-dropout-0.1": {
+        "model_options": "attention_dropout=0.1;activation_dropout=0.1"},
+    "label-smoothing-0.2": {"label_smoothing": 0.2},
+    "word-dropout-0.1": {"word_dropout": 0.1},
+    "decoder-layer-drop-0.1": {"model_options": "decoder_layer_drop=0.1"},
+    "heads-2": {"model_options": "num_heads=2"},
+    "average-last-5": {"average_checkpoints": 5,
+                       "checkpoint_every": every_tenth_of_the_steps},
+    "ema-0.999": {"ema_momentum": 0.999},
+    "dictionary-all": {"data": "ding:all"},
+    "batch-3000": {"batch_tokens": 3000},
+}
+
+# What the runner sets itself: the budget, the seed, where the run lives, and
+# the test split (kept out of training runs).
+_RESERVED = {"max_steps", "epochs", "time_budget_minutes", "seed", "output_dir",
+             "log_dir", "export_dir", "name", "no_export", "eval_limit"}
+_TEST_FIELDS = ("test_src", "test_tgt")
+
+
+def run_id(cell, seed, steps):
+    return f"{cell}-seed{seed}-{steps}steps"
+
+
+def parse_assignment(text, flag):
+    """`KEY=VALUE` -> `(key, value)`, the value read as JSON where it parses."""
+    key, sep, value = text.partition("=")
+    if not sep or not key:
+        raise SystemExit(f"{flag} wants KEY=VALUE, got {text!r}.")
+    try:
+        value = json.loads(value)
+    except json.JSONDecodeError:
+        pass
+    return key.strip().replace("-", "_"), value
+
+
+def resolve(overrides, steps):
+    """The overrides with budget-dependent values computed for `steps`."""
+    return {key: value(steps) if callable(value) else value
+            for key, value in overrides.items()}
+
+
+def describe(overrides):
+    """`key=value; ...` of a cell's (resolved) overrides, or "(default)"."""
+    if not overrides:
+        return "(default)"
+    return "; ".join(f"{key}={value}" for key, value in overrides.items())
+
+
+def merge(base, overrides):
+    """`base` then `overrides`; builder options are joined (`base;cell`)."""
+    merged = {**base, **overrides}
+    options = [part for part in (base.get("model_options"), overrides.get("model_options"))
+               if part]
+    if options:
+        merged["model_options"] = ";".join(options)
+    return merged
+
+
+def cell_config(cell, overrides, base, steps, seed, runs_dir, keep_test=False):
+    """The cell's `RunConfig`: `train_wmt.py`'s defaults for the preset, then the overrides."""
+    merged = merge(base, overrides)
+    fields = {field.name for field in dataclasses.fields(workflow.RunConfig)}
+    unknown = sorted(set(merged) - fields)
+    if unknown:
+        raise SystemExit(f"unknown RunConfig field(s) {unknown} in cell {cell!r}.")
+    reserved = sorted(set(merged) & _RESERVED)
+    if reserved:
+        raise SystemExit(f"{reserved} are set by the runner (--steps, --seed, run "
+                         f"directories), not by cell {cell!r} or --base.")
+    # The preset's learning-rate schedule, as the recipe applies it.
+    config = train_wmt.parse_args(["--preset", str(merged.get("preset", "small")),
+                                   "--max-steps", str(steps)])
+    name = run_id(cell, seed, steps)
+    config = dataclasses.replace(
+        config, **merged, max_steps=steps, epochs=None, time_budget_minutes=None,
+        seed=seed, name=name, output_dir=str(pathlib.Path(runs_dir) / name),
+        no_export=True, eval_limit=None)
+    if not keep_test:
+        config = dataclasses.replace(config, test_src=None, test_tgt=None)
+    return config
+
+
+# ---- the learning curve, kept across restarts --------------------------------------------
+
+
+class CurveRecorder:
+    """After the monitors: appends the dev monitor's new points to `curve.jsonl`.
+
+    Each point has the training minutes so far. A restarted run resumes at its
+    last checkpoint: the recorder keeps the training seconds of every
+    checkpoint step (`progress.json`), starts its clock from those of the step
+    the run resumed from and drops the points after it (they are trained again).
+    """
+
+    def __init__(self, monitors, run_dir, checkpoint_every):
+        self.dev = next((m for m in monitors if isinstance(m, DevTranslationMonitor)), None)
+        self.monitors = [m for m in monitors if hasattr(m, "timings")]
+        self.curve_path = pathlib.Path(run_dir) / "curve.jsonl"
+        self.progress_path = pathlib.Path(run_dir) / "progress.json"
+        self.checkpoint_every = checkpoint_every
+        self.offset = None
+        self.recorded = 0
+        self.started = None  # set by `begin`, just before training
+        self.resumed = None
+
+    def begin(self):
+        self.started = time.monotonic()
+
+    def _progress(self):
+        if self.progress_path.exists():
+            return json.loads(self.progress_path.read_text())
+        return {}
+
+    def _resume(self, step):
+        self.resumed = resumed = step - 1
+        progress = {int(k): v for k, v in self._progress().items()}
+        earlier = [k for k in progress if k <= resumed]
+        self.offset = progress[max(earlier)] if earlier else {
+            "seconds": 0.0, "monitor_seconds": 0.0, "monitor_skipped": 0}
+        points = [p for p in read_curve(self.curve_path) if p["step"] <= resumed]
+        _write_atomically(self.curve_path, "".join(json.dumps(p) + "\n" for p in points))
+
+    def totals(self):
+        """Training seconds, monitor seconds and postponed evaluations, all sessions."""
+        seconds = self.offset["seconds"] + time.monotonic() - self.started
+        spent = self.offset["monitor_seconds"] + sum(m.seconds_spent for m in self.monitors)
+        skipped = self.offset["monitor_skipped"] + sum(len(m.skipped) for m in self.monitors)
+        return {"seconds": seconds, "monitor_seconds": spent, "monitor_skipped": skipped}
+
+    def on_step_end(self, trainer, step, logs):
+        if self.resumed is None:
+            self._resume(step)
+        if self.dev is not None and len(self.dev.history) > self.recorded:
+            with open(self.curve_path, "a", encoding="utf-8") as file:
+                for point_step, bleu, chrf in self.dev.history[self.recorded:]:
+                    file.write(json.dumps({
+                        "step": point_step, "bleu": bleu, "chrf": chrf,
+                        "minutes": round(self.totals()["seconds"] / 60, 3)}) + "\n")
+            self.recorded = len(self.dev.history)
+        if self.checkpoint_every and step % self.checkpoint_every == 0:
+            self._save_progress(step)
+
+    def _save_progress(self, step):
+        progress = self._progress()
+        progress[str(step)] = self.totals()
+        _write_atomically(self.progress_path, json.dumps(progress, indent=1))
+
+    def finish(self, step):
+        """The totals at the end of training (kept for a restart during the evaluation);
+        None when this session trained no step and none were kept."""
+        if self.resumed is not None:
+            self._save_progress(step)
+            return self.totals()
+        return self._progress().get(str(step))
+
+
+def read_curve(path):
+    path = pathlib.Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def _write_atomically(path, text):
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
+
+
+# ---- one cell -------------------------------------------------------------------------------
+
+
+def train_and_score_valid(config):
+    """Trains the cell (resuming from its checkpoints) and scores the valid split.
+
+    The phases of `workflow.training_run`, with the valid split where the run
+    scores the test split; the test pairs are dropped as soon as the corpus is
+    loaded. Returns the record (also the run directory's `results.json`, next
+    to `model.keras`, which `--score-test` reuses).
+    """
+    workflow.check_run_options(config)
+    workflow.check_checkpoints_to_average(config)
+    output_dir = config.paths[0]
+    output_dir.mkdir(parents=True, exist_ok=True)
+    seed_everything(config.seed)
+    keras.mixed_precision.set_global_policy(
+        workflow.MIXED_PRECISION_POLICIES[config.mixed_precision])
+    started, load_at_start = time.monotonic(), common.load_average()
+
+    corpus, tokenizer = workflow.prepare_data(config)
+    corpus = dataclasses.replace(corpus, test=[])  # never translated here
+    if not corpus.valid:
+        raise SystemExit("the recipe table scores the valid split: the data has none "
+                         "(--base valid_src=... --base valid_tgt=... with --data files).")
+    strategy = select_strategy(config.strategy)
+    model, optimizer = workflow.build(config, tokenizer, strategy)
+    monitors = workflow.default_monitors(config, model, tokenizer, corpus.valid)
+    recorder = CurveRecorder(monitors, output_dir, config.checkpoint_every)
+    recorder.begin()  # the training data's preparation counts, as in the budget
+    summary, training_data = workflow.train(config, model, optimizer, strategy, corpus,
+                                            tokenizer, monitors=monitors + [recorder])
+    totals = recorder.finish(summary.steps)
+    load_after_training = common.load_average()
+    record = {
+        "steps": summary.steps,
+        "resumed_from_step": summary.resumed_from_step,
+        "train_seconds": round(totals["seconds"] if totals else summary.train_seconds, 1),
+        "session_train_seconds": round(summary.train_seconds, 1),
+        "train_target_tokens_per_second": round(summary.target_tokens_per_second, 1),
+        "final_loss": summary.final_loss,
+        "monitor_seconds": round(totals["monitor_seconds"], 1) if totals else None,
+        "monitor_evaluations_postponed": totals["monitor_skipped"] if totals else None,
+        "params": model.count_params(),
+        "data": corpus.description,
+        "pairs_dropped_too_long": training_data.dropped_too_long,
+        "load_average_at_start": load_at_start,
+        "load_average_after_training": load_after_training,
+    }
+    if record["monitor_seconds"] is not None and record["train_seconds"]:
+        record["monitor_time_share"] = round(
+            record["monitor_seconds"] / record["train_seconds"], 4)
+    record.update(workflow.final_weights(config, model, optimizer))
+    scores = workflow.evaluate(config, model, tokenizer, corpus.valid, split="valid")
+    scores.pop("examples", None)
+    record["valid"] = scores
+    record["learning_curve"] = read_curve(output_dir / "curve.jsonl")
+    record["load_average_at_end"] = common.load_average()
+    record["wall_seconds"] = round(time.monotonic() - started, 1)
+    return workflow.export(config, model, tokenizer, record)
+
+
+def run_cell(cell, overrides, args, base, machine):
+    """Runs one cell unless its result file exists; returns the result."""
+    steps, seed = args.steps, args.seed
+    path = pathlib.Path(args.results_dir) / f"{run_id(cell, seed, steps)}.json"
+    if path.exists():
+        print(f"{cell}: done already ({path}), skipped")
+        return json.loads(path.read_text())
+    resolved = resolve(overrides, steps)
+    config = cell_config(cell, resolved, args.base, steps, seed, args.runs_dir)
+    run_results = config.paths[0] / "results.json"
+    print(f"\n=== {cell}: {describe(resolved)} ({steps} steps, seed {seed})", flush=True)
+    record = None
+    if run_results.exists():  # trained and scored, killed before the result file
+        record = json.loads(run_results.read_text())
+        if record.get("valid") is None or record.get("steps") != steps:
+            record = None
+    if record is None:
+        record = train_and_score_valid(config)
+    result = {
+        "cell": cell,
+        "change": describe(resolved),
+        "overrides": resolved,
+        "base": args.base,
+        "seed": seed,
+        "steps_budget": steps,
+        "split": "valid",
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+        "config": dataclasses.asdict(config),
+        **record,
+        "machine": machine,
+    }
+    _write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    valid = record["valid"]
+    print(f"{cell}: valid BLEU {valid.get('bleu')} chrF {valid.get('chrf')} -> {path}")
+    return result
+
+
+# ---- the test split, once ---------------------------------------------------------------------
+
+
+def score_test(cell, args):
+    """Scores the test split once with the cell's trained model (its run directory)."""
+    cells = all_cells(args)
+    if cell not in cells:
+        raise SystemExit(f"unknown cell {cell!r}; cells: {', '.join(cells)}.")
+    name = run_id(cell, args.seed, args.steps)
+    path = pathlib.Path(args.results_dir) / f"{name}.test.json"
+    if path.exists():
+        raise SystemExit(f"the test split was scored for {cell} already: {path}. It is "
+                         "scored once; delete the file to score it again.")
+    if not (pathlib.Path(args.results_dir) / f"{name}.json").exists():
+        raise SystemExit(f"{cell} has no valid result for seed {args.seed} and {args.steps} "
+                         "steps: run the cell first.")
+    config = cell_config(cell, resolve(cells[cell], args.steps), args.base, args.steps,
+                         args.seed, args.runs_dir, keep_test=True)
+    output_dir = config.paths[0]
+    model_path = output_dir / "model.keras"
+    if not model_path.exists():
+        raise SystemExit(f"no trained model at {model_path}.")
+    corpus = workflow.load_corpus(config)
+    if not corpus.test:
+        raise SystemExit("the data has no test split (--base test_src=... test_tgt=...).")
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
+
+    tokenizer = load_tokenizer(output_dir / "vocab.model")
+    model = keras.saving.load_model(model_path)
+    scores = workflow.evaluate(config, model, tokenizer, corpus.test, split="test")
+    result = {"cell": cell, "seed": args.seed, "steps_budget": args.steps, "split": "test",
+              "model": str(model_path),
+              "date": datetime.datetime.now().isoformat(timespec="seconds"), **scores}
+    _write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    print(f"{cell}: TEST BLEU {scores['bleu']} chrF {scores['chrf']} -> {path}")
+    return result
+
+
+# ---- the table and the plot -------------------------------------------------------------------
+
+
+def load_results(results_dir):
+    """Every cell result (not the test scores) in `results_dir`, in CELLS order."""
+    results = []
+    for path in sorted(pathlib.Path(results_dir).glob("*.json")):
+        if path.name.endswith(".test.json"):
+            continue
+        result = json.loads(path.read_text())
+        if "cell" in result and "valid" in result:
+            results.append(result)
+    order = list(CELLS)
+    results.sort(key=lambda r: (order.index(r["cell"]) if r["cell"] in order else len(order),
+                                r["cell"], r.get("steps_budget", 0), r.get("seed", 0)))
+    return results
+
+
+def _number(value, spec):
+    return "-" if value is None else format(value, spec)
+
+
+def table_markdown(results):
+    """The recipe table: one row per result, the BLEU delta against the default
+    of the same seed and steps."""
+    defaults = {(r.get("seed"), r.get("steps_budget")): r["valid"].get("bleu")
+                for r in results if r["cell"] == "default"}
+    lines = ["| cell | change | steps | wall min | train tok/s | dev BLEU | dev chrF "
+             "| Δ BLEU vs default |",
+             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    for r in results:
+        bleu = r["valid"].get("bleu")
+        reference = defaults.get((r.get("seed"), r.get("steps_budget")))
+        delta = None if bleu is None or reference is None else bleu - reference
+        seed = "" if r.get("seed", 0) == 0 else f" (seed {r['seed']})"
+        change = r.get("change", "").replace("|", "\\|")
+        minutes = None if r.get("train_seconds") is None else r["train_seconds"] / 60
+        lines.append(
+            f"| {r['cell']}{seed} | {change} | {r.get('steps')} | {_number(minutes, '.1f')} | "
+            f"{_number(r.get('train_target_tokens_per_second'), '.0f')} | "
+            f"{_number(bleu, '.2f')} | {_number(r['valid'].get('chrf'), '.2f')} | "
+            f"{_number(delta, '+.2f')} |")
+    signatures = sorted({r["valid"].get("sacrebleu_signature") for r in results} - {None})
+    searches = sorted({(r["valid"].get("beam_size"), r["valid"].get("length_penalty"))
+                       for r in results} - {(None, None)})
+    if signatures:
+        lines += ["", "Dev: the whole valid split"
+                  + "".join(f", beam {beam}, length penalty {penalty}"
+                            for beam, penalty in searches)
+                  + "; " + "; ".join(f"`{s}`" for s in signatures) + "."]
+    return "\n".join(lines) + "\n"
+
+
+def write_table(results_dir):
+    text = table_markdown(load_results(results_dir))
+    _write_atomically(pathlib.Path(results_dir) / "TABLE.md", text)
+    print(text)
+    return text
+
+
+def write_plot(results_dir, path=None):
+    from keras_attn_zoo.evaluation.plots import plot_learning_curves
+
+    curves = {}
+    for r in load_results(results_dir):
+        label = r["cell"] + ("" if r.get("seed", 0) == 0 else f" seed {r['seed']}")
+        points = list(r.get("learning_curve") or [])
+        minutes = None if r.get("train_seconds") is None else r["train_seconds"] / 60
+        points.append({"step": r.get("steps"), "minutes": minutes,
+                       "bleu": r["valid"].get("bleu"), "chrf": r["valid"].get("chrf")})
+        curves[label] = points
+    path = pathlib.Path(path or pathlib.Path(results_dir) / "learning_curves.png")
+    plot_learning_curves(curves, path, title="dev BLEU (first 100 valid sentences during "
+                                             "training; last point: all of them)")
+    print(f"plot: {path}")
+    return path
+
+
+# ---- the command line ------------------------------------------------------------------------
+
+
+def all_cells(args):
+    cells = dict(CELLS)
+    for text in args.extra_cell:
+        name, sep, value = text.partition("=")
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError:
+            value = None
+        if not sep or not name.strip() or not isinstance(value, dict):
+            raise SystemExit(f"--extra-cell wants NAME=JSON, a JSON object of RunConfig "
+                             f"overrides, got {text!r}.")
+        cells[name.strip()] = value
+    return cells
+
+
+def parse_args(argv=None):
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--cells", help="comma-separated cells to run (default: all, in order)")
+    p.add_argument("--extra-cell", action="append", default=[], metavar="NAME=JSON",
+                   help="one more cell, e.g. 'combined={\"vocab_size\": 4000, "
+                        "\"word_dropout\": 0.1}' (repeatable)")
+    p.add_argument("--base", action="append", default=[], metavar="KEY=VALUE",
+                   help="a RunConfig override for every cell, e.g. preset=tiny or "
+                        "data=files (repeatable; VALUE read as JSON where it parses)")
+    p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
+                   help=f"training steps of every cell (default {DEFAULT_STEPS})")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--results-dir", default=str(RESULTS_DIR))
+    p.add_argument("--runs-dir", default=str(RUNS_DIR))
+    p.add_argument("--no-matmul-rate", action="store_true",
+                   help="do not measure the machine's matmul rate (about a second)")
+    p.add_argument("--list", action="store_true", help="print the cells and exit")
+    p.add_argument("--table", action="store_true",
+                   help="write TABLE.md from the result files and print it (no training)")
+    p.add_argument("--plot", action="store_true",
+                   help="write learning_curves.png from the result files (no training)")
+    p.add_argument("--score-test", metavar="CELL",
+                   help="score the test split once with CELL's trained model")
+    args = p.parse_args(argv)
+    if args.steps < 1:
+        p.error("--steps must be >= 1")
+    args.base = dict(parse_assignment(text, "--base") for text in args.base)
+    return args
+
+
+def main(argv=None):
+    args = parse_args(argv)
+    if args.table or args.plot:
+        if args.table:
+            write_table(args.results_dir)
+        if args.plot:
+            write_plot(args.results_dir)
+        return 0
+    if args.score_test:
+        score_test(args.score_test, args)
+        return 0
+    cells = all_cells(args)
+    names = list(cells) if not args.cells else [c.strip() for c in args.cells.split(",")
+                                                 if c.strip()]
+    unknown = [name for name in names if name not in cells]
+    if unknown:
+        raise SystemExit(f"unknown cell(s) {unknown}; cells: {', '.join(cells)}.")
+    if args.list:
+        for name in names:
+            print(f"{name}: {describe(resolve(cells[name], args.steps))}")
+        return 0
+    pending = [name for name in names if not (pathlib.Path(args.results_dir) / (
+        run_id(name, args.seed, args.steps) + ".json")).exists()]
+    machine = common.machine_info()
+    if pending and not args.no_matmul_rate:
+        rate = common.matmul_rate(size=1024, repeats=3, chain=4)
+        machine["matmul_gflops"] = round(rate["gflops"], 1)
+    for name in names:
+        run_cell(name, cells[name], args, args.base, machine)
+    write_table(args.results_dir)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

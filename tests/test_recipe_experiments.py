@@ -1,0 +1,215 @@
+"""`recipes/recipe_experiments.py`: the recipe table's resumable runner.
+
+One tiny cell (3 steps on corpus files the tests write) is run once per module
+and shared: it writes its result file, scored on the valid split only; a rerun
+skips it; `--score-test` is the only way to the test split, and only once. The
+table and the plot are built from result files alone.
+"""
+
+import json
+
+import pytest
+
+from keras_attn_zoo import data as zoo_data
+from keras_attn_zoo import workflow
+from tests.conftest import load_recipe
+
+RUNNER = load_recipe("recipe_experiments")
+TRAIN_WMT = load_recipe("train_wmt")
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory, tiny_parallel_corpus):
+    directory = tmp_path_factory.mktemp("recipe_corpus")
+    files = {}
+    for split, pairs in (("train", tiny_parallel_corpus[:120]),
+                         ("valid", tiny_parallel_corpus[280:286]),
+                         ("test", tiny_parallel_corpus[290:293])):
+        for side, index in (("src", 0), ("tgt", 1)):
+            path = directory / f"{split}.{side}"
+            path.write_text("".join(f"{pair[index]}\n" for pair in pairs), encoding="utf-8")
+            files[f"{split}_{side}"] = path
+    return files
+
+
+def runner_flags(corpus_files, directory, steps=3):
+    # One batch an epoch: one batch shape, so the step is traced once.
+    base = {"preset": "tiny", "data": "files", "vocab_size": 100, "batch_tokens": 4000,
+            "beam_size": 1, "eval_every": 1, "checkpoint_every": 0, "quiet": "true",
+            **{key: str(path) for key, path in corpus_files.items()}}
+    flags = []
+    for key, value in base.items():
+        flags += ["--base", f"{key}={value}"]
+    return flags + ["--steps", str(steps), "--no-matmul-rate",
+                    "--results-dir", str(directory / "results"),
+                    "--runs-dir", str(directory / "runs")]
+
+
+@pytest.fixture(scope="module")
+def one_cell(tmp_path_factory, corpus_files):
+    """The `default` cell run once: `(flags, directory, evaluated pairs, files read)`."""
+    directory = tmp_path_factory.mktemp("recipe_run")
+    flags = runner_flags(corpus_files, directory)
+    evaluated, read = [], []
+    evaluate, read_files = workflow.evaluate, zoo_data.read_parallel_files
+
+    def spy_evaluate(config, model, tokenizer, pairs, split="test"):
+        evaluated.append((split, list(pairs)))
+        return evaluate(config, model, tokenizer, pairs, split=split)
+
+    def spy_read(source, target, *args, **kwargs):
+        read.append((str(source), str(target)))
+        return read_files(source, target, *args, **kwargs)
+
+    workflow.evaluate, zoo_data.read_parallel_files = spy_evaluate, spy_read
+    try:
+        assert RUNNER.main(flags + ["--cells", "default"]) == 0
+    finally:
+        workflow.evaluate, zoo_data.read_parallel_files = evaluate, read_files
+    return flags, directory, evaluated, read
+
+
+def test_a_cell_writes_its_result_scored_on_the_valid_split_only(one_cell, corpus_files,
+                                                                  tiny_parallel_corpus):
+    _, directory, evaluated, read = one_cell
+    path = directory / "results" / "default-seed0-3steps.json"
+    result = json.loads(path.read_text())
+    assert result["cell"] == "default" and result["split"] == "valid"
+    assert result["steps"] == 3 and result["steps_budget"] == 3 and result["seed"] == 0
+    assert result["valid"]["valid_pairs"] == 6 and "test_pairs" not in result["valid"]
+    assert result["valid"]["sacrebleu_signature"].startswith("nrefs:1")
+    assert result["train_seconds"] > 0 and result["train_target_tokens_per_second"] > 0
+    assert len(result["load_average_at_start"]) == 3
+    # The learning curve: the dev monitor's first evaluation (step 1), then postponed.
+    assert result["learning_curve"][0]["step"] == 1
+    assert {"bleu", "chrf", "minutes"} <= set(result["learning_curve"][0])
+    assert result["monitor_evaluations_postponed"] >= 1
+    # The preset's schedule, as train_wmt.py applies it.
+    assert (result["config"]["learning_rate"], result["config"]["warmup_steps"]) == \
+        TRAIN_WMT.SCHEDULE_DEFAULTS["tiny"]
+    # Only the valid pairs were translated; the test files were not even read.
+    assert evaluated == [("valid", tiny_parallel_corpus[280:286])]
+    assert (str(corpus_files["test_src"]), str(corpus_files["test_tgt"])) not in read
+    assert (directory / "runs" / "default-seed0-3steps" / "model.keras").exists()
+    assert "| default | (default) | 3 |" in (directory / "results" / "TABLE.md").read_text()
+
+
+def test_a_rerun_skips_a_finished_cell(one_cell, monkeypatch, capsys):
+    flags, directory, _, _ = one_cell
+    path = directory / "results" / "default-seed0-3steps.json"
+    before = (path.read_bytes(), path.stat().st_mtime_ns)
+
+    def no_training(*args, **kwargs):
+        raise AssertionError("a finished cell was trained again")
+
+    monkeypatch.setattr(workflow, "train", no_training)
+    monkeypatch.setattr(workflow, "prepare_data", no_training)
+    assert RUNNER.main(flags + ["--cells", "default"]) == 0
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+    assert "default: done already" in capsys.readouterr().out
+
+
+def test_score_test_scores_the_test_split_once(one_cell, tiny_parallel_corpus,
+                                               monkeypatch):
+    flags, directory, _, _ = one_cell
+    evaluated = []
+    evaluate = workflow.evaluate
+
+    def spy_evaluate(config, model, tokenizer, pairs, split="test"):
+        evaluated.append((split, list(pairs)))
+        return evaluate(config, model, tokenizer, pairs, split=split)
+
+    monkeypatch.setattr(workflow, "evaluate", spy_evaluate)
+    assert RUNNER.main(flags + ["--score-test", "default"]) == 0
+    assert evaluated == [("test", tiny_parallel_corpus[290:293])]
+    result = json.loads((directory / "results" / "default-seed0-3steps.test.json").read_text())
+    assert result["split"] == "test" and result["test_pairs"] == 3
+    with pytest.raises(SystemExit, match="scored for default already"):
+        RUNNER.main(flags + ["--score-test", "default"])
+    # The table stays the valid split's.
+    assert [r["cell"] for r in RUNNER.load_results(directory / "results")] == ["default"]
+
+
+def fake_result(cell, bleu, chrf, change, seconds=600.0):
+    return {"cell": cell, "change": change, "seed": 0, "steps_budget": 3000,
+            "steps": 3000, "train_seconds": seconds,
+            "train_target_tokens_per_second": 1234.5,
+            "valid": {"bleu": bleu, "chrf": chrf,
+                      "sacrebleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|"
+                                             "smooth:exp|version:2.4.0"},
+            "learning_curve": [{"step": 200, "minutes": 0.7, "bleu": bleu / 3,
+                                "chrf": chrf / 2}]}
+
+
+def test_table_and_plot_from_the_result_files_alone(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+    (results / "vocab-4000-seed0-3000steps.json").write_text(json.dumps(
+        fake_result("vocab-4000", 12.5, 40.0, "vocab_size=4000", seconds=540.0)))
+    (results / "default-seed0-3000steps.json").write_text(json.dumps(
+        fake_result("default", 10.0, 38.25, "(default)")))
+    (results / "default-seed0-3000steps.test.json").write_text(json.dumps(
+        {"cell": "default", "split": "test", "bleu": 99.0}))
+    assert RUNNER.main(["--table", "--plot", "--results-dir", str(results)]) == 0
+    lines = (results / "TABLE.md").read_text().splitlines()
+    assert lines[0].startswith("| cell | change | steps | wall min | train tok/s | dev BLEU")
+    assert lines[2] == "| default | (default) | 3000 | 10.0 | 1234 | 10.00 | 38.25 | +0.00 |"
+    assert lines[3] == ("| vocab-4000 | vocab_size=4000 | 3000 | 9.0 | 1234 | 12.50 | "
+                        "40.00 | +2.50 |")
+    assert len([line for line in lines if line.startswith("| ")]) == 3  # no test row
+    assert "smooth:exp" in lines[-1]
+    png = (results / "learning_curves.png").read_bytes()
+    assert png.startswith(b"\x89PNG")
+
+
+def test_cells_base_and_extra_cells_make_the_configs(tmp_path):
+    args = RUNNER.parse_args([
+        "--steps", "3000", "--base", "preset=tiny", "--base", "model-options=dropout=0.2",
+        "--extra-cell", 'combined={"vocab_size": 4000, "word_dropout": 0.1}'])
+    cells = RUNNER.all_cells(args)
+    assert list(cells)[:3] == ["default", "vocab-4000", "vocab-2000"]
+    assert cells["combined"] == {"vocab_size": 4000, "word_dropout": 0.1}
+    overrides = RUNNER.resolve(cells["average-last-5"], 3000)
+    assert overrides == {"average_checkpoints": 5, "checkpoint_every": 300}
+    config = RUNNER.cell_config("heads-2", RUNNER.resolve(cells["heads-2"], 3000), args.base,
+                                3000, 1, tmp_path)
+    assert config.preset == "tiny" and config.max_steps == 3000 and config.seed == 1
+    assert config.model_options == "dropout=0.2;num_heads=2"
+    assert config.time_budget_minutes is None and config.test_src is None
+    assert config.output_dir == str(tmp_path / "heads-2-seed1-3000steps")
+    default = RUNNER.cell_config("default", {}, {}, 3000, 0, tmp_path)
+    expected = TRAIN_WMT.parse_args(["--max-steps", "3000"])
+    assert (default.model, default.preset, default.data, default.learning_rate,
+            default.warmup_steps, default.vocab_size) == (
+        expected.model, expected.preset, expected.data, expected.learning_rate,
+        expected.warmup_steps, expected.vocab_size)
+    with pytest.raises(SystemExit, match="set by the runner"):
+        RUNNER.cell_config("x", {"max_steps": 5}, {}, 3000, 0, tmp_path)
+    with pytest.raises(SystemExit, match="unknown RunConfig field"):
+        RUNNER.cell_config("x", {"vocabulary": 5}, {}, 3000, 0, tmp_path)
+    with pytest.raises(SystemExit, match="NAME=JSON"):
+        RUNNER.all_cells(RUNNER.parse_args(["--extra-cell", "broken=4000"]))
+
+
+def test_a_run_restored_at_max_steps_trains_no_further(tmp_path, tiny_parallel_corpus,
+                                                       tiny_tokenizer):
+    """A cell killed after training (during its evaluation) resumes without a step more."""
+    import keras
+
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+    from keras_attn_zoo.models import build_model
+    from keras_attn_zoo.training import Trainer
+
+    dataset, _ = zoo_data.make_dataset(tiny_parallel_corpus[:60], tiny_tokenizer,
+                                       batch_tokens=300, max_length=64, seed=0)
+
+    def trainer():
+        model = build_model("transformer", vocabulary_size(tiny_tokenizer), preset="tiny")
+        return Trainer(model, keras.optimizers.Adam(1e-3), checkpoint_every=0,
+                       checkpoint_dir=str(tmp_path / "checkpoints"), jit_compile=False)
+
+    first = trainer()
+    first.optimizer.iterations.assign(2)  # as if it had trained 2 steps (no tracing)
+    first.save()
+    summary = trainer().train(lambda epoch: dataset, max_steps=2, verbose=0)
+    assert (summary.steps, summary.resumed_from_step, summary.target_tokens) == (2, 2, 0)
