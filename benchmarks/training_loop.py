@@ -18,6 +18,10 @@ alternating (A B C, C B A, ...) in one process:
   dimensions (``reference.KerasHubTransformer``), a plain custom step with the
   same optimizer and today's fused loss, on the dynamic / fixed-shape batches.
 
+``--cpu-allocator``: ``pooled`` (default, what the recipe uses since issue 19:
+``runtime.use_pooled_cpu_allocator``) or ``default`` (TensorFlow's, as at the
+session start). It is process-wide, so the two are separate runs.
+
 Tokens/s counts real target tokens (padding and filler rows excluded). MFU is
 the model FLOPs of the batches as computed (padded shapes, forward + backward
 matmuls, ``evaluation.flops.training_flops``) per second over the matmul rate
@@ -28,12 +32,14 @@ timed separately.
 Usage:
     python benchmarks/training_loop.py                  # ~12 min on 2 cores
     python benchmarks/training_loop.py --smoke          # seconds, for tests
-Writes ``benchmarks/results/training_loop-<date>.json`` and prints the table.
+Writes ``benchmarks/results/training_loop[-default-allocator]-<date>.json`` and
+prints the table.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import pathlib
 import resource
 import sys
@@ -58,6 +64,7 @@ def parse_args(argv=None):
     parser.add_argument("--contenders", default=",".join(CONTENDERS))
     parser.add_argument("--smoke", action="store_true",
                         help="tiny preset, 200-piece vocabulary, 2 batches, 1 round")
+    parser.add_argument("--cpu-allocator", default="pooled", choices=["pooled", "default"])
     parser.add_argument("--output-dir")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -152,6 +159,13 @@ def batch_flops(config, batches):
 def main(argv=None):
     args = parse_args(argv)
     run = common.start_run()
+    from keras_attn_zoo.runtime import use_pooled_cpu_allocator
+
+    if args.cpu_allocator == "pooled":
+        use_pooled_cpu_allocator()
+    else:
+        os.environ["TF_CPU_ALLOCATOR_USE_BFC"] = "false"
+    # (No effect where TensorFlow had started already, as in benchmarks/smoke.py.)
     import keras
 
     from keras_attn_zoo.models import transformer
@@ -220,8 +234,10 @@ def main(argv=None):
                     if row["contender"].startswith("keras-hub")), default=None)
     for row in rows:
         row["x_keras_hub_best"] = round(row["tokens_per_s"] / hub_best, 3) if hub_best else None
-    path = common.write_results("training_loop", {
+    name = "training_loop" + ("" if args.cpu_allocator == "pooled" else "-default-allocator")
+    path = common.write_results(name, {
         "preset": args.preset, "vocabulary_size": vocabulary_size,
+        "cpu_allocator": args.cpu_allocator,
         "batch_tokens": args.batch_tokens, "batches": args.batches, "rounds": args.rounds,
         "matmul_rate": rate, "rows": rows,
     }, output_dir=args.output_dir, smoke=args.smoke, run=run)
@@ -231,7 +247,8 @@ def main(argv=None):
         ("mfu", "MFU", ".3f"), ("x_session_start", "x session start", ".3f"),
         ("x_keras_hub_best", "x keras-hub best", ".3f"),
         ("system_cpu_seconds_per_pass", "system CPU s/pass", ".2f"), ("spread", "spread", ".3f"),
-    ], title=f"training loop, {args.preset}, {args.batches} recipe batches x {args.rounds} "
+    ], title=f"training loop, {args.preset}, {args.cpu_allocator} CPU allocator, "
+             f"{args.batches} recipe batches x {args.rounds} "
              f"rounds (matmul {rate['gflops']:.1f} GFLOP/s)")
     print(f"wrote {path}")
     return 0

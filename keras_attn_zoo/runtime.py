@@ -7,6 +7,13 @@ Some are written before absl's logging is initialised, so
 `TF_CPP_MIN_LOG_LEVEL` cannot silence them. The command-line entry points call
 `start_tensorflow()`, which holds file descriptor 2 while TensorFlow starts and
 passes every other line through, so real errors still reach the user.
+
+It also gives TensorFlow's CPU tensors a pooled (BFC) allocator. The default
+one takes every large tensor (the logits of a batch are tens of MB) from the
+operating system and gives it back after use, and the page faults of that
+cost the `small` recipe's training loop 40% of its time on 2 cores (system
+CPU 5.7 s of 17.2 s wall over 20 steps; with the pool 0.4 s of 12.5 s, 1.37x
+the tokens/s; README, "Training speed").
 """
 
 import contextlib
@@ -44,9 +51,21 @@ def quiet_startup_logs():
             sys.stderr.flush()
 
 
+# Read by TensorFlow when it creates its CPU allocator (first tensor): set it
+# before importing TensorFlow. An explicit setting in the environment wins.
+POOLED_CPU_ALLOCATOR = {"TF_CPU_ALLOCATOR_USE_BFC": "true"}
+
+
+def use_pooled_cpu_allocator():
+    """Asks TensorFlow for the pooled CPU allocator (no effect once it has started)."""
+    for name, value in POOLED_CPU_ALLOCATOR.items():
+        os.environ.setdefault(name, value)
+
+
 def start_tensorflow():
-    """Imports TensorFlow and touches the devices quietly; returns the module."""
+    """Imports TensorFlow (pooled CPU allocator) and touches the devices quietly."""
     os.environ.setdefault("TF_CPP_MIN_LOG_LEVEL", "2")
+    use_pooled_cpu_allocator()
     with quiet_startup_logs():
         import tensorflow as tf
 

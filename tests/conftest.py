@@ -4,6 +4,12 @@ import random
 
 import pytest
 
+from keras_attn_zoo.runtime import use_pooled_cpu_allocator
+
+# Before any test module imports TensorFlow: the allocator the recipe uses
+# (and subprocesses inherit it), which also spares the suite the page faults.
+use_pooled_cpu_allocator()
+
 # A tiny synthetic German-English corpus: enough text for a SentencePiece model of ~150 pieces
 # in milliseconds, with umlauts and ß so that German round trips are tested.
 _SUBJECTS = [

@@ -24,3 +24,28 @@ def test_start_tensorflow_drops_only_the_start_up_noise():
     assert "a real problem" in completed.stderr
     for noise in ("cudart_stub", "cuInit", "absl::InitializeLog", "cpu_feature_guard"):
         assert noise not in completed.stderr, completed.stderr
+
+
+ALLOCATION_SCRIPT = """
+import resource
+from keras_attn_zoo.runtime import start_tensorflow
+tf = start_tensorflow()
+def faults():
+    return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
+tf.reduce_sum(tf.fill([4096, 4096], 1.0)).numpy()  # the pool grows once
+before = faults()
+for _ in range(20):  # 64 MB each
+    tf.reduce_sum(tf.fill([4096, 4096], 1.0)).numpy()
+print(faults() - before)
+"""
+
+
+def test_start_tensorflow_pools_cpu_memory_instead_of_faulting_in_every_large_tensor():
+    env = {key: value for key, value in __import__("os").environ.items()
+           if key != "TF_CPU_ALLOCATOR_USE_BFC"}
+    completed = subprocess.run([sys.executable, "-c", ALLOCATION_SCRIPT], capture_output=True,
+                               text=True, timeout=120, env=env)
+    assert completed.returncode == 0, completed.stderr
+    pages_per_tensor = 64 * 2**20 // 4096
+    # The default allocator faults in every page of every tensor: 20 x 16,384.
+    assert int(completed.stdout.strip()) < 2 * pages_per_tensor
