@@ -71,23 +71,9 @@ def random_batch(rows=6, length=12, seed=0):
     return {"source_ids": source, "target_ids": target}, labels
 
 
-def test_compiled_step_computes_the_graph_step(tmp_path):
-    """Same weights, same batch: the same loss (1e-5) and the same update."""
-    weights = tiny_model().get_weights()
-    results = {}
-    for jit_compile in (False, True):
-        model = tiny_model(weights)
-        trainer = Trainer(model, keras.optimizers.Adam(1e-3), jit_compile=jit_compile)
-        losses = [trainer.train_on_batch(*random_batch(seed=seed))["loss"] for seed in (0, 1)]
-        results[jit_compile] = losses, model.get_weights()
-    np.testing.assert_allclose(results[True][0], results[False][0], rtol=1e-5)
-    for compiled, graph in zip(results[True][1], results[False][1]):
-        np.testing.assert_allclose(compiled, graph, atol=1e-5)
-
-
 def test_compilations_do_not_grow_with_the_number_of_steps(tiny_tokenizer,
                                                             tiny_parallel_corpus):
-    pairs = tiny_parallel_corpus[:16]
+    pairs = tiny_parallel_corpus[:8]
     model = transformer(tiny_tokenizer.vocabulary_size(), preset="tiny")
     trainer = Trainer(model, keras.optimizers.Adam(1e-3), jit_compile=True)
     shapes = {tuple(labels.shape)
@@ -96,30 +82,42 @@ def test_compilations_do_not_grow_with_the_number_of_steps(tiny_tokenizer,
     first = trainer.train(make, epochs=1, verbose=0)
     after_one_epoch = trainer.compiled_shapes
     assert 1 <= after_one_epoch <= len(shapes)
-    later = trainer.train(make, epochs=3, verbose=0)
+    later = trainer.train(make, epochs=3, verbose=0)  # two more epochs
     assert later.steps >= 3 * first.steps - 2
     assert trainer.compiled_shapes == after_one_epoch
 
 
-def test_a_compiled_run_resumed_from_its_checkpoint_ends_where_an_unbroken_run_ends(tmp_path):
-    """Killed after step 3 (checkpoints at 2 and 3), resumed to 4: the weights of an
-    unbroken run (in graph mode, which the compiled step equals within 1e-5)."""
+class LossLog:
+    """Records each step's loss (a Trainer callback)."""
+
+    def __init__(self):
+        self.losses = []
+
+    def on_step_end(self, trainer, step, logs):
+        self.losses.append(logs["loss"])
+
+
+def test_compiled_step_equals_the_graph_step_and_resumes_exactly(tmp_path):
+    """Same weights, same batches: the compiled run's losses equal the graph run's
+    (1e-5); killed after step 3 (checkpoints at 2 and 3) and resumed to 4, it ends
+    with the weights of the unbroken graph-mode run."""
     inputs, labels = random_batch(rows=16, seed=0)
     make = lambda epoch: tf.data.Dataset.from_tensor_slices(  # noqa: E731
         (inputs, labels)).batch(4)
     weights = tiny_model().get_weights()
 
     def run(directory, max_steps, jit_compile=True):
-        model = tiny_model(weights)
+        model, log = tiny_model(weights), LossLog()
         trainer = Trainer(model, keras.optimizers.Adam(1e-3), jit_compile=jit_compile,
-                          checkpoint_dir=str(directory), checkpoint_every=2)
+                          checkpoint_dir=str(directory), checkpoint_every=2, callbacks=[log])
         trainer.train(make, max_steps=max_steps, verbose=0)
-        return model
+        return model, log.losses
 
-    unbroken = run(tmp_path / "unbroken", 4, jit_compile=False).get_weights()
-    run(tmp_path / "broken", 3)
-    resumed = run(tmp_path / "broken", 4).get_weights()
-    for a, b in zip(unbroken, resumed):
+    unbroken, graph_losses = run(tmp_path / "unbroken", 4, jit_compile=False)
+    _, compiled_losses = run(tmp_path / "broken", 3)
+    resumed, resumed_losses = run(tmp_path / "broken", 4)
+    np.testing.assert_allclose(compiled_losses + resumed_losses, graph_losses, rtol=1e-5)
+    for a, b in zip(unbroken.get_weights(), resumed.get_weights()):
         np.testing.assert_allclose(a, b, atol=1e-5)
 
 

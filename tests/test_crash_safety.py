@@ -25,7 +25,6 @@ def test_sigkill_then_restart_resumes_from_the_last_checkpoint(tmp_path, tiny_pa
         "--data", "files", "--train-src", str(source), "--train-tgt", str(target),
         "--preset", "tiny", "--vocab-size", "200", "--batch-tokens", "300",
         "--max-steps", "400", "--checkpoint-every", "10", "--no-export", "--quiet",
-        "--xla", "on",  # the compiled step and its fixed-shape batches resume too
         "--output-dir", str(run_dir),
     ]
     first = subprocess.Popen(command, cwd=tmp_path, stdout=subprocess.DEVNULL,

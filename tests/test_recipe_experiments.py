@@ -13,6 +13,7 @@ import pytest
 from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo import workflow
 from tests.conftest import load_recipe
+from tests.conftest import write_parallel_files
 
 RUNNER = load_recipe("recipe_experiments")
 TRAIN_WMT = load_recipe("train_wmt")
@@ -20,16 +21,10 @@ TRAIN_WMT = load_recipe("train_wmt")
 
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory, tiny_parallel_corpus):
-    directory = tmp_path_factory.mktemp("recipe_corpus")
-    files = {}
-    for split, pairs in (("train", tiny_parallel_corpus[:120]),
-                         ("valid", tiny_parallel_corpus[280:286]),
-                         ("test", tiny_parallel_corpus[290:293])):
-        for side, index in (("src", 0), ("tgt", 1)):
-            path = directory / f"{split}.{side}"
-            path.write_text("".join(f"{pair[index]}\n" for pair in pairs), encoding="utf-8")
-            files[f"{split}_{side}"] = path
-    return files
+    return write_parallel_files(tmp_path_factory.mktemp("recipe_corpus"),
+                                {"train": tiny_parallel_corpus[:120],
+                                 "valid": tiny_parallel_corpus[280:286],
+                                 "test": tiny_parallel_corpus[290:293]})
 
 
 def runner_flags(corpus_files, directory, steps=3):

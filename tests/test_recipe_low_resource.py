@@ -15,21 +15,16 @@ from keras_attn_zoo import workflow
 from keras_attn_zoo.data.vocabulary import UNK_ID
 from keras_attn_zoo.training.averaging import latest_checkpoints
 from tests.conftest import load_recipe
+from tests.conftest import write_parallel_files
 
 RECIPE = load_recipe("train_wmt")
 
 
 @pytest.fixture(scope="module")
 def corpus_files(tmp_path_factory, tiny_parallel_corpus):
-    directory = tmp_path_factory.mktemp("low_resource")
-    files = {}
-    for split, pairs in (("train", tiny_parallel_corpus[:120]),
-                         ("test", tiny_parallel_corpus[280:283])):
-        for side, index in (("src", 0), ("tgt", 1)):
-            path = directory / f"{split}.{side}"
-            path.write_text("".join(f"{pair[index]}\n" for pair in pairs), encoding="utf-8")
-            files[f"{split}_{side}"] = path
-    return files
+    return write_parallel_files(tmp_path_factory.mktemp("low_resource"),
+                                {"train": tiny_parallel_corpus[:120],
+                                 "test": tiny_parallel_corpus[280:283]})
 
 
 def recipe_config(corpus_files, tmp_path, *flags, model="transformer", steps=2,

@@ -1,5 +1,6 @@
 """The entry points start TensorFlow without its start-up noise, and keep real errors."""
 
+import os
 import subprocess
 import sys
 
@@ -14,12 +15,17 @@ print(tf.reduce_sum(tf.constant([1, 2])).numpy())
 """
 
 
-def test_start_tensorflow_drops_only_the_start_up_noise():
-    env = {key: value for key, value in __import__("os").environ.items()
-           if key != "TF_CPP_MIN_LOG_LEVEL"}
-    completed = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True,
+def run_script(script, without):
+    """Runs `script` in a fresh Python whose environment lacks the variable `without`."""
+    env = {key: value for key, value in os.environ.items() if key != without}
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True,
                                text=True, timeout=120, env=env)
     assert completed.returncode == 0, completed.stderr
+    return completed
+
+
+def test_start_tensorflow_drops_only_the_start_up_noise():
+    completed = run_script(SCRIPT, without="TF_CPP_MIN_LOG_LEVEL")
     assert completed.stdout.strip() == "3"
     assert "a real problem" in completed.stderr
     for noise in ("cudart_stub", "cuInit", "absl::InitializeLog", "cpu_feature_guard"):
@@ -41,11 +47,7 @@ print(faults() - before)
 
 
 def test_start_tensorflow_pools_cpu_memory_instead_of_faulting_in_every_large_tensor():
-    env = {key: value for key, value in __import__("os").environ.items()
-           if key != "TF_CPU_ALLOCATOR_USE_BFC"}
-    completed = subprocess.run([sys.executable, "-c", ALLOCATION_SCRIPT], capture_output=True,
-                               text=True, timeout=120, env=env)
-    assert completed.returncode == 0, completed.stderr
+    completed = run_script(ALLOCATION_SCRIPT, without="TF_CPU_ALLOCATOR_USE_BFC")
     pages_per_tensor = 64 * 2**20 // 4096
     # The default allocator faults in every page of every tensor: 20 x 16,384.
     assert int(completed.stdout.strip()) < 2 * pages_per_tensor
