@@ -116,31 +116,6 @@ def test_training_on_real_ding_lowers_the_loss(ding_sample, tmp_path):
     assert {"loss", "learning_rate", "target_tokens_per_second"} <= tags
 
 
-def test_restarting_resumes_from_the_checkpoint(ding_sample, tmp_path):
-    pairs, tokenizer = ding_sample
-    dataset, _ = zoo_data.make_dataset(pairs[:400], tokenizer, batch_tokens=800,
-                                       max_length=64, shuffle=False)
-    vocab = zoo_data.vocabulary_size(tokenizer)
-
-    def new_trainer():
-        model = transformer(vocab, preset="tiny")
-        return Trainer(model, keras.optimizers.Adam(1e-3),
-                       checkpoint_dir=str(tmp_path / "ckpt"), checkpoint_every=3)
-
-    first = new_trainer()
-    first.train(lambda epoch: dataset, max_steps=6, verbose=0)
-    weights = first.model.get_weights()
-    second = new_trainer()
-    summary = second.train(lambda epoch: dataset, max_steps=8, verbose=0)
-    assert summary.resumed_from_step == 6
-    assert summary.steps == 8
-    assert int(second.batches_in_epoch.numpy()) == 8 or int(second.epoch.numpy()) > 0
-    # The restored weights were the saved ones (before the two extra steps).
-    third = new_trainer()
-    assert third.restore() == 8
-    assert not all(np.allclose(a, b) for a, b in zip(weights, third.model.get_weights()))
-
-
 def test_a_nan_loss_stops_the_run_naming_the_step(ding_sample, tmp_path):
     pairs, tokenizer = ding_sample
     dataset, _ = zoo_data.make_dataset(pairs[:200], tokenizer, batch_tokens=800, max_length=64)
