@@ -61,6 +61,8 @@ from keras_attn_zoo.training import select_strategy
 from keras_attn_zoo.training.averaging import average_checkpoints
 from keras_attn_zoo.training.averaging import latest_checkpoints
 from keras_attn_zoo.training.callbacks import default_callbacks
+from keras_attn_zoo.training.curve import LearningCurve
+from keras_attn_zoo.training.curve import curve_text
 from keras_attn_zoo.training.strategy import is_chief
 from keras_attn_zoo.training.seeding import seed_everything
 
@@ -487,6 +489,21 @@ def export(config, model, tokenizer, results):
     return results
 
 
+def learning_curve_outputs(config, points):
+    """Prints the dev learning curve and draws it (`learning_curve.png` in the run
+    directory); returns the results entries."""
+    if not points:
+        return {"learning_curve": []}
+    from keras_attn_zoo.evaluation.plots import plot_learning_curves
+
+    print(curve_text(points))
+    path = plot_learning_curves({config.run_name: points},
+                                config.paths[0] / "learning_curve.png",
+                                title=f"{config.run_name}: dev BLEU (first 100 valid "
+                                      "sentences, beam search)")
+    return {"learning_curve": points, "learning_curve_png": str(path)}
+
+
 # ---- the run --------------------------------------------------------------------------------
 
 
@@ -502,7 +519,16 @@ def training_run(config):
     corpus, tokenizer = prepare_data(config)
     strategy = select_strategy(config.strategy)
     model, optimizer = build(config, tokenizer, strategy)
-    summary, training_data = train(config, model, optimizer, strategy, corpus, tokenizer)
+    monitors = default_monitors(config, model, tokenizer, corpus.valid)
+    curve = None
+    if is_chief(strategy) and monitors:
+        curve = LearningCurve(monitors, output_dir, config.checkpoint_every)
+        monitors = monitors + [curve]
+        curve.begin()
+    summary, training_data = train(config, model, optimizer, strategy, corpus, tokenizer,
+                                   monitors=monitors)
+    if curve is not None:
+        curve.finish(summary.steps)
 
     results = {
         "model": config.model,
@@ -529,6 +555,8 @@ def training_run(config):
     }
     if not is_chief(strategy):
         return results
+    if curve is not None:
+        results.update(learning_curve_outputs(config, curve.points()))
     results.update(final_weights(config, model, optimizer))
     results.update(evaluate(config, model, tokenizer, corpus.test))
     return export(config, model, tokenizer, results)

@@ -31,7 +31,6 @@ import dataclasses
 import datetime
 import importlib.util
 import json
-import os
 import pathlib
 import sys
 import time
@@ -44,7 +43,9 @@ import keras  # noqa: E402
 
 from keras_attn_zoo import workflow  # noqa: E402
 from keras_attn_zoo.training import select_strategy  # noqa: E402
-from keras_attn_zoo.training.callbacks import DevTranslationMonitor  # noqa: E402
+from keras_attn_zoo.training.curve import LearningCurve  # noqa: E402
+from keras_attn_zoo.training.curve import read_curve  # noqa: E402
+from keras_attn_zoo.training.curve import write_atomically  # noqa: E402
 from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -161,95 +162,6 @@ def cell_config(cell, overrides, base, steps, seed, runs_dir, keep_test=False):
     return config
 
 
-# ---- the learning curve, kept across restarts --------------------------------------------
-
-
-class CurveRecorder:
-    """After the monitors: appends the dev monitor's new points to `curve.jsonl`.
-
-    Each point has the training minutes so far. A restarted run resumes at its
-    last checkpoint: the recorder keeps the training seconds of every
-    checkpoint step (`progress.json`), starts its clock from those of the step
-    the run resumed from and drops the points after it (they are trained again).
-    """
-
-    def __init__(self, monitors, run_dir, checkpoint_every):
-        self.dev = next((m for m in monitors if isinstance(m, DevTranslationMonitor)), None)
-        self.monitors = [m for m in monitors if hasattr(m, "timings")]
-        self.curve_path = pathlib.Path(run_dir) / "curve.jsonl"
-        self.progress_path = pathlib.Path(run_dir) / "progress.json"
-        self.checkpoint_every = checkpoint_every
-        self.offset = None
-        self.recorded = 0
-        self.started = None  # set by `begin`, just before training
-        self.resumed = None
-
-    def begin(self):
-        self.started = time.monotonic()
-
-    def _progress(self):
-        if self.progress_path.exists():
-            return json.loads(self.progress_path.read_text())
-        return {}
-
-    def _resume(self, step):
-        self.resumed = resumed = step - 1
-        progress = {int(k): v for k, v in self._progress().items()}
-        earlier = [k for k in progress if k <= resumed]
-        self.offset = progress[max(earlier)] if earlier else {
-            "seconds": 0.0, "monitor_seconds": 0.0, "monitor_skipped": 0}
-        points = [p for p in read_curve(self.curve_path) if p["step"] <= resumed]
-        _write_atomically(self.curve_path, "".join(json.dumps(p) + "\n" for p in points))
-
-    def totals(self):
-        """Training seconds, monitor seconds and postponed evaluations, all sessions."""
-        seconds = self.offset["seconds"] + time.monotonic() - self.started
-        spent = self.offset["monitor_seconds"] + sum(m.seconds_spent for m in self.monitors)
-        skipped = self.offset["monitor_skipped"] + sum(len(m.skipped) for m in self.monitors)
-        return {"seconds": seconds, "monitor_seconds": spent, "monitor_skipped": skipped}
-
-    def on_step_end(self, trainer, step, logs):
-        if self.resumed is None:
-            self._resume(step)
-        if self.dev is not None and len(self.dev.history) > self.recorded:
-            with open(self.curve_path, "a", encoding="utf-8") as file:
-                for point_step, bleu, chrf in self.dev.history[self.recorded:]:
-                    file.write(json.dumps({
-                        "step": point_step, "bleu": bleu, "chrf": chrf,
-                        "minutes": round(self.totals()["seconds"] / 60, 3)}) + "\n")
-            self.recorded = len(self.dev.history)
-        if self.checkpoint_every and step % self.checkpoint_every == 0:
-            self._save_progress(step)
-
-    def _save_progress(self, step):
-        progress = self._progress()
-        progress[str(step)] = self.totals()
-        _write_atomically(self.progress_path, json.dumps(progress, indent=1))
-
-    def finish(self, step):
-        """The totals at the end of training (kept for a restart during the evaluation);
-        None when this session trained no step and none were kept."""
-        if self.resumed is not None:
-            self._save_progress(step)
-            return self.totals()
-        return self._progress().get(str(step))
-
-
-def read_curve(path):
-    path = pathlib.Path(path)
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
-
-
-def _write_atomically(path, text):
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
-    os.replace(temporary, path)
-
-
 # ---- one cell -------------------------------------------------------------------------------
 
 
@@ -278,7 +190,7 @@ def train_and_score_valid(config):
     strategy = select_strategy(config.strategy)
     model, optimizer = workflow.build(config, tokenizer, strategy)
     monitors = workflow.default_monitors(config, model, tokenizer, corpus.valid)
-    recorder = CurveRecorder(monitors, output_dir, config.checkpoint_every)
+    recorder = LearningCurve(monitors, output_dir, config.checkpoint_every)
     recorder.begin()  # the training data's preparation counts, as in the budget
     summary, training_data = workflow.train(config, model, optimizer, strategy, corpus,
                                             tokenizer, monitors=monitors + [recorder])
@@ -343,7 +255,7 @@ def run_cell(cell, overrides, args, base, machine):
         **record,
         "machine": machine,
     }
-    _write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     valid = record["valid"]
     print(f"{cell}: valid BLEU {valid.get('bleu')} chrF {valid.get('chrf')} -> {path}")
     return result
@@ -382,7 +294,7 @@ def score_test(cell, args):
     result = {"cell": cell, "seed": args.seed, "steps_budget": args.steps, "split": "test",
               "model": str(model_path),
               "date": datetime.datetime.now().isoformat(timespec="seconds"), **scores}
-    _write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(f"{cell}: TEST BLEU {scores['bleu']} chrF {scores['chrf']} -> {path}")
     return result
 
@@ -442,7 +354,7 @@ def table_markdown(results):
 
 def write_table(results_dir):
     text = table_markdown(load_results(results_dir))
-    _write_atomically(pathlib.Path(results_dir) / "TABLE.md", text)
+    write_atomically(pathlib.Path(results_dir) / "TABLE.md", text)
     print(text)
     return text
 

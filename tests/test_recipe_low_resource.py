@@ -4,8 +4,12 @@
 fields of the same names): word dropout on the training batches, the mean of
 the run's last checkpoints, the optimizer's moving average of the weights,
 each put in the model after training while the checkpoints on disk keep the
-raw trained weights. Tiny models, a few steps, no test split unless needed.
+raw trained weights; and a monitored run's dev learning curve (printed, drawn,
+kept in the results). Tiny models, a few steps, no test split unless needed.
 """
+
+import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -221,3 +225,29 @@ def test_ema_run_puts_the_average_in_the_model_and_keeps_raw_weights_on_disk(
     assert workflow.final_weights(config, model, optimizer) == {"averaged_checkpoints": 1}
     for variable, raw_value in zip(model.trainable_variables, raw):
         np.testing.assert_array_equal(variable.numpy(), raw_value)
+
+
+# ---- the learning curve of a run -----------------------------------------------------------
+
+
+def test_a_monitored_run_prints_and_draws_its_dev_learning_curve(
+        corpus_files, tmp_path, tiny_parallel_corpus, capsys):
+    valid = write_parallel_files(tmp_path, {"valid": tiny_parallel_corpus[283:287]})
+    config = recipe_config(corpus_files, tmp_path, "--valid-src", str(valid["valid_src"]),
+                           "--valid-tgt", str(valid["valid_tgt"]), "--eval-every", "1",
+                           "--beam-size", "1", steps=3)
+    config = dataclasses.replace(config, no_monitoring=False)
+    results = workflow.training_run(config)
+    curve = results["learning_curve"]
+    # Evaluated at step 1, then postponed by the 4% time share (not every step).
+    assert curve[0]["step"] == 1 and 1 <= len(curve) <= 3
+    minutes = [point["minutes"] for point in curve]
+    assert minutes == sorted(minutes) and minutes[0] > 0
+    assert all(0 <= point["bleu"] <= 100 and 0 <= point["chrf"] <= 100 for point in curve)
+    png = tmp_path / "run" / "learning_curve.png"
+    assert results["learning_curve_png"] == str(png)
+    assert png.read_bytes().startswith(b"\x89PNG")
+    assert "dev learning curve" in capsys.readouterr().out
+    # Kept next to the results.
+    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    assert saved["learning_curve"] == curve

@@ -1,0 +1,123 @@
+"""The dev learning curve of a run, kept across restarts (`curve.jsonl`).
+
+`LearningCurve` is a `Trainer` callback placed after the monitors: it appends
+the dev monitor's new points, each with the training minutes so far, to
+`<run>/curve.jsonl`. A restarted run resumes at its last checkpoint: the
+recorder keeps the training seconds of every checkpoint step
+(`progress.json`), starts its clock from those of the step the run resumed
+from and drops the points after it (they are trained again).
+"""
+
+import json
+import os
+import pathlib
+import time
+
+from keras_attn_zoo.training.callbacks import DevTranslationMonitor
+
+
+class LearningCurve:
+    """Records `(step, bleu, chrf, minutes)` of the dev monitor in `monitors`.
+
+    Args:
+        monitors: the run's monitoring callbacks (the `DevTranslationMonitor`
+            among them gives the points; those with `timings` give the
+            evaluation seconds).
+        run_dir: where `curve.jsonl` and `progress.json` go.
+        checkpoint_every: the `Trainer`'s; the totals are kept at those steps.
+    """
+
+    def __init__(self, monitors, run_dir, checkpoint_every):
+        self.dev = next((m for m in monitors if isinstance(m, DevTranslationMonitor)), None)
+        self.monitors = [m for m in monitors if hasattr(m, "timings")]
+        self.curve_path = pathlib.Path(run_dir) / "curve.jsonl"
+        self.progress_path = pathlib.Path(run_dir) / "progress.json"
+        self.checkpoint_every = checkpoint_every
+        self.offset = None
+        self.recorded = 0
+        self.started = None  # set by `begin`, just before training
+        self.resumed = None
+
+    def begin(self):
+        """Starts the clock (the training data's preparation counts, as in a budget)."""
+        self.started = time.monotonic()
+
+    def _progress(self):
+        if self.progress_path.exists():
+            return json.loads(self.progress_path.read_text())
+        return {}
+
+    def _resume(self, step):
+        self.resumed = resumed = step - 1
+        progress = {int(k): v for k, v in self._progress().items()}
+        earlier = [k for k in progress if k <= resumed]
+        self.offset = progress[max(earlier)] if earlier else {
+            "seconds": 0.0, "monitor_seconds": 0.0, "monitor_skipped": 0}
+        points = [p for p in read_curve(self.curve_path) if p["step"] <= resumed]
+        write_atomically(self.curve_path, "".join(json.dumps(p) + "\n" for p in points))
+
+    def totals(self):
+        """Training seconds, monitor seconds and postponed evaluations, all sessions."""
+        if self.started is None:
+            self.begin()
+        seconds = self.offset["seconds"] + time.monotonic() - self.started
+        spent = self.offset["monitor_seconds"] + sum(m.seconds_spent for m in self.monitors)
+        skipped = self.offset["monitor_skipped"] + sum(len(m.skipped) for m in self.monitors)
+        return {"seconds": seconds, "monitor_seconds": spent, "monitor_skipped": skipped}
+
+    def on_step_end(self, trainer, step, logs):
+        if self.resumed is None:
+            self._resume(step)
+        if self.dev is not None and len(self.dev.history) > self.recorded:
+            with open(self.curve_path, "a", encoding="utf-8") as file:
+                for point_step, bleu, chrf in self.dev.history[self.recorded:]:
+                    file.write(json.dumps({
+                        "step": point_step, "bleu": bleu, "chrf": chrf,
+                        "minutes": round(self.totals()["seconds"] / 60, 3)}) + "\n")
+            self.recorded = len(self.dev.history)
+        if self.checkpoint_every and step % self.checkpoint_every == 0:
+            self._save_progress(step)
+
+    def _save_progress(self, step):
+        progress = self._progress()
+        progress[str(step)] = self.totals()
+        write_atomically(self.progress_path, json.dumps(progress, indent=1))
+
+    def finish(self, step):
+        """The totals at the end of training (kept for a restart during the evaluation);
+        None when this session trained no step and none were kept."""
+        if self.resumed is not None:
+            self._save_progress(step)
+            return self.totals()
+        return self._progress().get(str(step))
+
+    def points(self):
+        """The curve so far, every session's points."""
+        return read_curve(self.curve_path)
+
+
+def read_curve(path):
+    """The points of a `curve.jsonl` (none when it does not exist)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+def curve_text(points, metric="bleu"):
+    """One line per point: "step, minutes, dev BLEU, chrF" (for the run's output)."""
+    lines = ["dev learning curve (first 100 valid sentences): step, training minutes, "
+             "BLEU, chrF"]
+    for p in points:
+        lines.append(f"  {p['step']:>6}  {p.get('minutes', float('nan')):7.2f}  "
+                     f"{p['bleu']:6.2f}  {p['chrf']:6.2f}")
+    return "\n".join(lines)
+
+
+def write_atomically(path, text):
+    """Writes `text` under a temporary name and renames it (no half-written file)."""
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(path.name + ".tmp")
+    temporary.write_text(text, encoding="utf-8")
+    os.replace(temporary, path)
