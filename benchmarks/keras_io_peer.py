@@ -31,7 +31,14 @@ Usage:
     python benchmarks/keras_io_peer.py --ours-args "--warmup-steps 200"
     python benchmarks/keras_io_peer.py --smoke
 
-Writes ``benchmarks/results/keras_io_peer-<date>.json`` and prints the table.
+Both systems' dev learning curves (BLEU on the first 100 valid sentences
+against training minutes; ours from its dev monitor, beam 4, the peer's at 8
+points of its budget, greedy, its clock stopped while it is evaluated) go into
+the results and ``keras_io_peer-<date>.png``, drawn by the project's
+``plot_learning_curves``. The matmul rate is measured before and after.
+
+Writes ``benchmarks/results/keras_io_peer-<date>.json`` and ``.png`` and prints
+the table.
 """
 
 from __future__ import annotations
@@ -52,6 +59,7 @@ BATCH_SIZE = 64
 EMBED_DIM = 256
 INTERMEDIATE_DIM = 2048
 NUM_HEADS = 8
+DEV_SENTENCES = 100
 
 
 def parse_args(argv=None):
@@ -88,7 +96,7 @@ def smoke_files(directory):
     english = {"haus": "house", "baum": "tree", "kind": "child", "hund": "dog",
                "katze": "cat", "auto": "car", "buch": "book", "tisch": "table"}
     paths = {}
-    for split, count in (("train", 200), ("test", 12)):
+    for split, count in (("train", 200), ("valid", 6), ("test", 12)):
         pairs = []
         for _ in range(count):
             sentence = rng.choices(words, k=rng.randint(2, 6))
@@ -98,8 +106,9 @@ def smoke_files(directory):
             path.write_text("".join(p[index] + "\n" for p in pairs), encoding="utf-8")
             paths[f"{split}_{side}"] = path
     return ["--data", "files", "--train-src", str(paths["train_de"]),
-            "--train-tgt", str(paths["train_en"]), "--test-src", str(paths["test_de"]),
-            "--test-tgt", str(paths["test_en"])]
+            "--train-tgt", str(paths["train_en"]), "--valid-src", str(paths["valid_de"]),
+            "--valid-tgt", str(paths["valid_en"]), "--test-src", str(paths["test_de"]),
+            "--test-tgt", str(paths["test_en"]), "--eval-every", "1"]
 
 
 # ---- the peer -----------------------------------------------------------------------------
@@ -147,27 +156,62 @@ def peer_arrays(pairs, sentencepiece):
 
 
 class WallClockBudget:
-    """Keras callback: stops ``fit`` once ``seconds`` of training have passed."""
+    """Keras callback: stops ``fit`` once ``seconds`` of training have passed.
 
-    def __new__(cls, seconds, max_steps=None):
+    With ``evaluate`` (a function of no arguments returning ``{"bleu", "chrf"}``)
+    it also records the dev learning curve: ``evaluations`` points spread evenly
+    over the budget and one at the end. The clock stops while it evaluates, so
+    the peer's evaluations cost it no training time (ours count against its
+    budget, at most 5% of it: the comparison favours the peer, if anything).
+    """
+
+    def __new__(cls, seconds, max_steps=None, evaluate=None, evaluations=8):
         import keras
 
         class _Budget(keras.callbacks.Callback):
-            started, steps, done = None, 0, False
+            started, steps, done, paused = None, 0, False, 0.0
+            curve = []
+            next_evaluation = seconds / max(evaluations, 1)
+
+            def training_seconds(self):
+                return time.monotonic() - self.started - self.paused
+
+            def record(self):
+                began = time.monotonic()
+                scores = evaluate()
+                self.curve.append({"step": self.steps, "bleu": scores["bleu"],
+                                   "chrf": scores["chrf"],
+                                   "minutes": round(self.training_seconds() / 60, 3)})
+                print(f"peer dev: step {self.steps}, {self.curve[-1]['minutes']:.2f} "
+                      f"training min, BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f}",
+                      flush=True)
+                self.paused += time.monotonic() - began
 
             def on_train_batch_end(self, batch, logs=None):
                 if self.started is None:
                     self.started = time.monotonic()
                 self.steps += 1
-                self.done = (time.monotonic() - self.started >= seconds
+                self.done = (self.training_seconds() >= seconds
                              or (max_steps is not None and self.steps >= max_steps))
                 if self.done:
                     self.model.stop_training = True
+                if evaluate is None:
+                    return
+                if self.done:
+                    self.record()
+                elif self.training_seconds() >= self.next_evaluation:
+                    self.record()
+                    self.next_evaluation += seconds / evaluations
 
-        return _Budget()
+        budget = _Budget()
+        budget.curve = []
+        return budget
 
 
-def train_peer(corpus, sentencepiece, budget_seconds, max_steps=None, seed=0):
+def train_peer(corpus, sentencepiece, budget_seconds, max_steps=None, seed=0,
+               dev_pairs=()):
+    """Trains the peer for ``budget_seconds``; ``dev_pairs``: the learning curve's
+    sentences (greedy decoding, as the recipe's)."""
     import keras
     import tensorflow as tf
 
@@ -180,16 +224,27 @@ def train_peer(corpus, sentencepiece, budget_seconds, max_steps=None, seed=0):
     dataset = (tf.data.Dataset.from_tensor_slices(((source, decoder_in), target))
                .shuffle(min(len(target), 200_000), seed=seed)
                .batch(BATCH_SIZE).prefetch(tf.data.AUTOTUNE))
-    budget = WallClockBudget(budget_seconds, max_steps)
+    peer = {"encoder": encoder, "decoder": decoder}
+    evaluate = None
+    if dev_pairs:
+        from keras_attn_zoo.evaluation.scores import corpus_scores
+
+        def evaluate():
+            hypotheses = greedy_translate(peer, sentencepiece, [s for s, _ in dev_pairs])
+            return corpus_scores(hypotheses, [t for _, t in dev_pairs])
+
+    budget = WallClockBudget(budget_seconds, max_steps, evaluate=evaluate)
     started = time.monotonic()
     epochs = 0
     while not budget.done:  # epoch after epoch until the budget is spent
         model.fit(dataset, epochs=1, verbose=0, callbacks=[budget])
         epochs += 1
-    seconds = time.monotonic() - started
+    seconds = time.monotonic() - started - budget.paused
     tokens_per_pair = float((target != 0).sum(axis=1).mean())
-    return {"model": model, "encoder": encoder, "decoder": decoder,
+    return {"model": model, **peer,
             "steps": budget.steps, "epochs_started": epochs, "train_seconds": seconds,
+            "evaluation_seconds": round(budget.paused, 1),
+            "learning_curve": budget.curve,
             "params": model.count_params(),
             "train_target_tokens_per_second":
                 budget.steps * BATCH_SIZE * tokens_per_pair / max(seconds, 1e-9)}
@@ -240,6 +295,8 @@ def run(args):
     from keras_attn_zoo.workflow import training_run
 
     run_info = common.start_run()
+    # The machine's speed beside the time-budgeted scores (before and after).
+    rates = [] if args.smoke else [common.matmul_rate(size=1024, repeats=3, chain=4)["gflops"]]
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="keras_io_peer-"))
     parse_train_args = train_wmt_parse_args()
     extra = []
@@ -257,13 +314,17 @@ def run(args):
     corpus = load_corpus(ours_args)
     sentencepiece = sentencepiece_processor(work / "ours" / "vocab.model")
     print(f"peer: keras.io recipe, {args.budget_minutes} min", flush=True)
+    # The learning curve's sentences: the first 100 valid pairs, as ours' dev monitor.
     peer = train_peer(corpus, sentencepiece, args.budget_minutes * 60,
-                      max_steps=2 if args.smoke else None, seed=args.seed)
+                      max_steps=2 if args.smoke else None, seed=args.seed,
+                      dev_pairs=corpus.valid[:DEV_SENTENCES])
     test = corpus.test if args.eval_limit is None else corpus.test[:args.eval_limit]
     started = time.monotonic()
     hypotheses = greedy_translate(peer, sentencepiece, [s for s, _ in test])
     peer_scores = corpus_scores(hypotheses, [t for _, t in test])
     peer_decode_seconds = time.monotonic() - started
+    if not args.smoke:
+        rates.append(common.matmul_rate(size=1024, repeats=3, chain=4)["gflops"])
 
     rows = [
         {"system": f"ours (train_wmt.py default: {ours['preset']} {ours['model']}, "
@@ -284,12 +345,18 @@ def run(args):
     if rows[0]["bleu"] is not None:
         winner = "ours" if rows[0]["bleu"] > rows[1]["bleu"] else "peer"
     return {"budget_minutes": args.budget_minutes, "test_pairs": len(test),
+            "ours_beam_size": ours_args.beam_size,
             "ours_args": args.ours_args,
             "data": ours.get("data"), "rows": rows, "winner": winner,
             "sacrebleu_signature": peer_scores.get("sacrebleu_signature"),
             "peer_examples": [{"source": s, "reference": t, "translation": h}
                               for (s, t), h in list(zip(test, hypotheses))[:5]],
-            "ours_examples": ours.get("examples")}, run_info
+            "ours_examples": ours.get("examples"),
+            "learning_curves": {"ours": ours.get("learning_curve") or [],
+                                "keras.io peer": peer["learning_curve"]},
+            "peer_evaluation_seconds": peer["evaluation_seconds"],
+            "machine": {"matmul_gflops_before_and_after": [round(r, 1) for r in rates]}
+            }, run_info
 
 
 COLUMNS = [("system", "system", ""), ("params", "params", ","), ("steps", "steps", ""),
@@ -307,13 +374,28 @@ def print_results(results, file=None):
     print(f"winner: {results['winner']}", file=file or sys.stdout)
 
 
+def plot_curves(results, path):
+    """Dev BLEU against training minutes of both systems (the JSON's name, .png)."""
+    from keras_attn_zoo.evaluation.plots import plot_learning_curves
+
+    return plot_learning_curves(
+        results["learning_curves"], path,
+        title=f"dev BLEU, first {DEV_SENTENCES} valid sentences: ours (beam "
+              f"{results['ours_beam_size']}) and the keras.io recipe (greedy), "
+              f"{results['budget_minutes']:g} min each")
+
+
 def main(argv=None):
+    from keras_attn_zoo.runtime import start_tensorflow
+
+    start_tensorflow()  # both systems: the pooled CPU allocator, no start-up noise
     args = parse_args(argv)
     results, run_info = run(args)
     print_results(results)
     path = common.write_results("keras_io_peer", results, args.output_dir,
                                 smoke=args.smoke, run=run_info)
-    print(f"\nwrote {path}")
+    picture = plot_curves(results, pathlib.Path(path).with_suffix(".png"))
+    print(f"\nwrote {path} and {picture}")
     return results
 
 

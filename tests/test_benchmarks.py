@@ -135,6 +135,11 @@ def test_keras_io_peer_smoke(smokes):
     assert len(results["rows"]) == 2
     assert all(row["bleu"] is not None and row["steps"] == 2 for row in results["rows"])
     assert results["winner"] in ("ours", "peer")
+    # Both learning curves (the peer's last point at its last step) and their picture.
+    curves = results["learning_curves"]
+    assert curves["ours"] and curves["keras.io peer"][-1]["step"] == 2
+    [png] = (smokes[0] / "keras_io_peer").glob("keras_io_peer-*-smoke.png")
+    assert png.read_bytes().startswith(b"\x89PNG")
 
 
 def test_common_helpers():
