@@ -5,7 +5,7 @@ Both systems get the same data (the Ding corpus, German -> English, the split of
 ``recipes/train_wmt.py``: trained on the training sentences, tested on the test
 sentences), the same SentencePiece vocabulary (trained by our run) and the same
 wall-clock training budget (``--budget-minutes``; ``train_wmt.py``'s default run
-trains for 20 minutes). Then both are scored with sacreBLEU and chrF on the Ding
+trains for 24 minutes). Then both are scored with sacreBLEU and chrF on the Ding
 test sentences (``--eval-limit`` for a shorter run). Our default must win.
 
 * **ours**: ``keras_attn_zoo.workflow.training_run`` with ``train_wmt.py``'s
@@ -30,6 +30,8 @@ Usage:
     python benchmarks/keras_io_peer.py --budget-minutes 5 --eval-limit 500
     python benchmarks/keras_io_peer.py --ours-args "--warmup-steps 200"
     python benchmarks/keras_io_peer.py --smoke
+    make train && python benchmarks/keras_io_peer.py --budget-minutes 24 \
+        --ours-results runs/transformer-small-ding-de-en   # only the peer trains
 
 Both systems' dev learning curves (BLEU on the first 100 valid sentences
 against training minutes; ours from its dev monitor, beam 4, the peer's at 8
@@ -64,13 +66,18 @@ DEV_SENTENCES = 100
 
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--budget-minutes", type=float, default=20.0,
-                        help="training wall-clock budget of EACH system (default 20, "
-                             "train_wmt.py's default run)")
+    parser.add_argument("--budget-minutes", type=float,
+                        help="training wall-clock budget of EACH system (default: "
+                             "train_wmt.py's default run, 24)")
     parser.add_argument("--eval-limit", type=int,
                         help="score on the first N test sentences (default: all)")
     parser.add_argument("--work-dir", help="run directories (default: a temporary one)")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--ours-results", metavar="RUN_DIR",
+                        help="do not train ours: take a finished train_wmt.py run's "
+                             "results.json and vocab.model from RUN_DIR (e.g. "
+                             "`make train`'s, on this machine, with the same budget); "
+                             "only the peer trains")
     parser.add_argument("--ours-args", default="",
                         help="extra train_wmt.py flags for our run, e.g. "
                              "'--warmup-steps 200 --batch-tokens 2000' (default: none, "
@@ -79,14 +86,42 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.smoke:
         args.eval_limit = 5
+    if args.budget_minutes is None:
+        args.budget_minutes = train_wmt_module().DEFAULT_BUDGET_MINUTES
     return args
 
 
-def train_wmt_parse_args():
-    sys.path.insert(0, str(common.REPO_DIR / "recipes"))
-    from train_wmt import parse_args
+def finished_run(run_dir, budget_minutes):
+    """`(results, run directory)` of a finished `train_wmt.py` run trained for the budget."""
+    import datetime
+    import json
 
-    return parse_args
+    run_dir = pathlib.Path(run_dir)
+    path = run_dir / "results.json"
+    if not path.exists() or not (run_dir / "vocab.model").exists():
+        raise SystemExit(f"--ours-results {run_dir}: no results.json and vocab.model there "
+                         "(the run directory of a finished train_wmt.py run).")
+    results = json.loads(path.read_text())
+    if results.get("bleu") is None:
+        raise SystemExit(f"{path} has no test BLEU: the run did not evaluate the test split.")
+    # Equal budgets: the trainer stops at the first step past the budget.
+    if abs(results["train_seconds"] - budget_minutes * 60) > 60:
+        raise SystemExit(f"{path}: ours trained {results['train_seconds']} s, not the "
+                         f"--budget-minutes {budget_minutes:g} of the peer.")
+    results["finished"] = datetime.datetime.fromtimestamp(
+        path.stat().st_mtime).isoformat(timespec="seconds")
+    return results, run_dir
+
+
+def train_wmt_module():
+    sys.path.insert(0, str(common.REPO_DIR / "recipes"))
+    import train_wmt
+
+    return train_wmt
+
+
+def train_wmt_parse_args():
+    return train_wmt_module().parse_args
 
 
 def smoke_files(directory):
@@ -298,6 +333,7 @@ def run(args):
     # The machine's speed beside the time-budgeted scores (before and after).
     rates = [] if args.smoke else [common.matmul_rate(size=1024, repeats=3, chain=4)["gflops"]]
     work = pathlib.Path(args.work_dir or tempfile.mkdtemp(prefix="keras_io_peer-"))
+    work.mkdir(parents=True, exist_ok=True)
     parse_train_args = train_wmt_parse_args()
     extra = []
     if args.smoke:
@@ -308,17 +344,24 @@ def run(args):
          str(work / "ours"), "--no-export", "--quiet", "--seed", str(args.seed)]
         + (["--eval-limit", str(args.eval_limit)] if args.eval_limit is not None else [])
         + extra + shlex.split(args.ours_args))
-    print(f"ours: train_wmt.py defaults, {args.budget_minutes} min", flush=True)
-    ours = training_run(ours_args)
+    if args.ours_results:
+        ours, ours_dir = finished_run(args.ours_results, args.budget_minutes)
+        print(f"ours: the finished run in {ours_dir}", flush=True)
+    else:
+        print(f"ours: train_wmt.py defaults, {args.budget_minutes} min", flush=True)
+        ours, ours_dir = training_run(ours_args), work / "ours"
 
     corpus = load_corpus(ours_args)
-    sentencepiece = sentencepiece_processor(work / "ours" / "vocab.model")
+    sentencepiece = sentencepiece_processor(ours_dir / "vocab.model")
     print(f"peer: keras.io recipe, {args.budget_minutes} min", flush=True)
     # The learning curve's sentences: the first 100 valid pairs, as ours' dev monitor.
     peer = train_peer(corpus, sentencepiece, args.budget_minutes * 60,
                       max_steps=2 if args.smoke else None, seed=args.seed,
                       dev_pairs=corpus.valid[:DEV_SENTENCES])
     test = corpus.test if args.eval_limit is None else corpus.test[:args.eval_limit]
+    if ours.get("test_pairs") not in (None, len(test)):
+        raise SystemExit(f"ours was scored on {ours['test_pairs']} test pairs, the peer "
+                         f"would be on {len(test)}: give the same --eval-limit.")
     started = time.monotonic()
     hypotheses = greedy_translate(peer, sentencepiece, [s for s, _ in test])
     peer_scores = corpus_scores(hypotheses, [t for _, t in test])
@@ -345,6 +388,9 @@ def run(args):
     if rows[0]["bleu"] is not None:
         winner = "ours" if rows[0]["bleu"] > rows[1]["bleu"] else "peer"
     return {"budget_minutes": args.budget_minutes, "test_pairs": len(test),
+            "ours_results": ours.get("results_path") if args.ours_results else None,
+            "ours_finished": ours.get("finished") if args.ours_results else None,
+            "ours_machine": ours.get("machine"),
             "ours_beam_size": ours_args.beam_size,
             "ours_args": args.ours_args,
             "data": ours.get("data"), "rows": rows, "winner": winner,

@@ -216,3 +216,23 @@ if failures:
                                capture_output=True, text=True, timeout=300, env=env)
     assert completed.returncode == 0, completed.stderr[-3000:]
     assert "checked" in completed.stdout
+
+
+def test_keras_io_peer_takes_only_a_finished_run_of_the_same_budget(tmp_path):
+    """`--ours-results`: the run's results and vocabulary, trained for the peer's budget."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import keras_io_peer
+
+    run = tmp_path / "run"
+    run.mkdir()
+    with pytest.raises(SystemExit, match="no results.json and vocab.model"):
+        keras_io_peer.finished_run(run, 24)
+    (run / "vocab.model").write_bytes(b"")
+    (run / "results.json").write_text(json.dumps({"train_seconds": 1440.4, "bleu": None}))
+    with pytest.raises(SystemExit, match="has no test BLEU"):
+        keras_io_peer.finished_run(run, 24)
+    (run / "results.json").write_text(json.dumps({"train_seconds": 1440.4, "bleu": 7.5}))
+    with pytest.raises(SystemExit, match="ours trained 1440.4 s, not the --budget-minutes 20"):
+        keras_io_peer.finished_run(run, 20)
+    results, directory = keras_io_peer.finished_run(run, 24)
+    assert directory == run and results["bleu"] == 7.5 and results["finished"]
