@@ -326,9 +326,9 @@ def table_markdown(results):
     of the same seed and steps."""
     defaults = {(r.get("seed"), r.get("steps_budget")): r["valid"].get("bleu")
                 for r in results if r["cell"] == "default"}
-    lines = ["| cell | change | steps | wall min | train tok/s | dev BLEU | dev chrF "
-             "| Δ BLEU vs default |",
-             "|---|---|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| cell | change | steps | train min | train tok/s | matmul GFLOP/s | dev BLEU "
+             "| dev chrF | Δ BLEU vs default |",
+             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         bleu = r["valid"].get("bleu")
         reference = defaults.get((r.get("seed"), r.get("steps_budget")))
@@ -339,6 +339,7 @@ def table_markdown(results):
         lines.append(
             f"| {r['cell']}{seed} | {change} | {r.get('steps')} | {_number(minutes, '.1f')} | "
             f"{_number(r.get('train_target_tokens_per_second'), '.0f')} | "
+            f"{_number((r.get('machine') or {}).get('matmul_gflops'), '.1f')} | "
             f"{_number(bleu, '.2f')} | {_number(r['valid'].get('chrf'), '.2f')} | "
             f"{_number(delta, '+.2f')} |")
     signatures = sorted({r["valid"].get("sacrebleu_signature") for r in results} - {None})

@@ -128,7 +128,7 @@ def test_score_test_scores_the_test_split_once(one_cell, tiny_parallel_corpus,
 def fake_result(cell, bleu, chrf, change, seconds=600.0):
     return {"cell": cell, "change": change, "seed": 0, "steps_budget": 3000,
             "steps": 3000, "train_seconds": seconds,
-            "train_target_tokens_per_second": 1234.5,
+            "train_target_tokens_per_second": 1234.5, "machine": {"matmul_gflops": 101.5},
             "valid": {"bleu": bleu, "chrf": chrf,
                       "sacrebleu_signature": "nrefs:1|case:mixed|eff:no|tok:13a|"
                                              "smooth:exp|version:2.4.0"},
@@ -147,9 +147,11 @@ def test_table_and_plot_from_the_result_files_alone(tmp_path):
         {"cell": "default", "split": "test", "bleu": 99.0}))
     assert RUNNER.main(["--table", "--plot", "--results-dir", str(results)]) == 0
     lines = (results / "TABLE.md").read_text().splitlines()
-    assert lines[0].startswith("| cell | change | steps | wall min | train tok/s | dev BLEU")
-    assert lines[2] == "| default | (default) | 3000 | 10.0 | 1234 | 10.00 | 38.25 | +0.00 |"
-    assert lines[3] == ("| vocab-4000 | vocab_size=4000 | 3000 | 9.0 | 1234 | 12.50 | "
+    assert lines[0].startswith("| cell | change | steps | train min | train tok/s | matmul "
+                               "GFLOP/s | dev BLEU")
+    assert lines[2] == ("| default | (default) | 3000 | 10.0 | 1234 | 101.5 | 10.00 | 38.25 "
+                        "| +0.00 |")
+    assert lines[3] == ("| vocab-4000 | vocab_size=4000 | 3000 | 9.0 | 1234 | 101.5 | 12.50 | "
                         "40.00 | +2.50 |")
     assert len([line for line in lines if line.startswith("| ")]) == 3  # no test row
     assert "smooth:exp" in lines[-1]
