@@ -212,11 +212,11 @@ class WallClockBudget:
                 return time.monotonic() - self.started - self.paused
 
             def record(self):
+                minutes = round(self.training_seconds() / 60, 3)  # before evaluating
                 began = time.monotonic()
                 scores = evaluate()
                 self.curve.append({"step": self.steps, "bleu": scores["bleu"],
-                                   "chrf": scores["chrf"],
-                                   "minutes": round(self.training_seconds() / 60, 3)})
+                                   "chrf": scores["chrf"], "minutes": minutes})
                 print(f"peer dev: step {self.steps}, {self.curve[-1]['minutes']:.2f} "
                       f"training min, BLEU {scores['bleu']:.2f}, chrF {scores['chrf']:.2f}",
                       flush=True)
