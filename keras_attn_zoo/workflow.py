@@ -63,6 +63,7 @@ from keras_attn_zoo.training.averaging import latest_checkpoints
 from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.curve import LearningCurve
 from keras_attn_zoo.training.curve import curve_text
+from keras_attn_zoo.training.curve import write_atomically
 from keras_attn_zoo.training.strategy import is_chief
 from keras_attn_zoo.training.seeding import seed_everything
 
@@ -483,9 +484,8 @@ def export(config, model, tokenizer, results):
     model.save(output_dir / "model.tmp.keras")
     os.replace(output_dir / "model.tmp.keras", keras_path)
     results["keras_model_path"] = str(keras_path)
-    tmp = output_dir / "results.json.tmp"
-    tmp.write_text(json.dumps(results, indent=2, ensure_ascii=False) + "\n")
-    os.replace(tmp, output_dir / "results.json")
+    write_atomically(output_dir / "results.json",
+                     json.dumps(results, indent=2, ensure_ascii=False) + "\n")
     return results
 
 
@@ -533,7 +533,7 @@ def training_run(config, machine=None):
                                    monitors=monitors)
     if curve is not None:
         curve.finish(summary.steps)
-    machine = dict(machine or {}, load_average_after_training=_load_average())
+    machine = dict(machine or {}, load_average_after_training=load_average())
 
     results = {
         "model": config.model,
@@ -564,9 +564,10 @@ def training_run(config, machine=None):
         results.update(learning_curve_outputs(config, curve.points()))
     results.update(final_weights(config, model, optimizer))
     results.update(evaluate(config, model, tokenizer, corpus.test))
-    results["machine"] = dict(machine, load_average_at_end=_load_average())
+    results["machine"] = dict(machine, load_average_at_end=load_average())
     return export(config, model, tokenizer, results)
 
 
-def _load_average():
+def load_average():
+    """The 1, 5 and 15-minute load averages, rounded."""
     return [round(value, 2) for value in os.getloadavg()]

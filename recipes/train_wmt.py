@@ -31,6 +31,7 @@ from keras_attn_zoo.runtime import start_tensorflow
 start_tensorflow()  # before the workflow imports TensorFlow: no start-up noise
 
 from keras_attn_zoo.workflow import RunConfig  # noqa: E402
+from keras_attn_zoo.workflow import load_average  # noqa: E402
 from keras_attn_zoo.workflow import training_run  # noqa: E402
 
 
@@ -156,8 +157,7 @@ def machine_speed():
     rate = common.matmul_rate(size=1024, repeats=3, chain=4)
     return {"matmul_gflops": round(rate["gflops"], 1),
             "hardware_peak_gflops": rate["hardware_peak_gflops"],
-            "load_average_1_5_15": [round(x, 2) for x in os.getloadavg()],
-            "cpus": os.cpu_count()}
+            "load_average_1_5_15": load_average(), "cpus": os.cpu_count()}
 
 
 def main(argv=None):

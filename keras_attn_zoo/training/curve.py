@@ -104,7 +104,7 @@ def read_curve(path):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def curve_text(points, metric="bleu"):
+def curve_text(points):
     """One line per point: "step, minutes, dev BLEU, chrF" (for the run's output)."""
     lines = ["dev learning curve (first 100 valid sentences): step, training minutes, "
              "BLEU, chrF"]
