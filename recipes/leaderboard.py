@@ -1,54 +1,51 @@
 #!/usr/bin/env python
-"""Train every zoo model with the same recipe, data and time budget; rank them.
+"""The leaderboard: every zoo model, several seeds, one recipe; a verdict per paper claim.
 
-For each model (``--models``, default: all of ``MODEL_BUILDERS``) the leaderboard
+Each cell is one (model, seed): the model (a ``MODEL_VARIANTS`` name: transformer,
+RAN-E, RAN-D, RAN-ALL, GMM, weighted, HC-SA, Syn-R, RNNsearch, eager) trained by
+``keras_attn_zoo.workflow.training_run`` - the code behind ``recipes/train_wmt.py``, so
+every ``train_wmt.py`` flag works here and means the same - with the same data,
+SentencePiece vocabulary (trained once), recipe and budget for every model. The
+budget is a number of steps (``--steps``, default 2000: where the Transformer's dev
+BLEU has stopped rising steeply on Ding, see the README) or minutes
+(``--budget-minutes``). Then the cell
 
-1. trains it with ``keras_attn_zoo.workflow.training_run`` - the code behind
-   ``recipes/train_wmt.py`` - on a ``RunConfig`` built by ``train_wmt.parse_args``, so
-   every ``train_wmt.py`` flag works here too and means the same (``--data``,
-   ``--batch-tokens``, ``--max-steps``, ``--mixed-precision`` ...). Each model gets
-   the same wall-clock budget, ``--budget-minutes`` (train_wmt's
-   ``--time-budget-minutes``), and the same SentencePiece vocabulary (trained once,
-   copied into each run directory);
-2. evaluates it on the test split with the same beam search for every model
-   (``Translator.translate_texts``, train_wmt's ``--beam-size`` and
-   ``--length-penalty``, on the first ``--eval-limit`` pairs): sacreBLEU and chrF;
-3. times decoding: sentences/s of that same traced search at batch 100 (test
-   sentences, cycled if fewer) and beam 4, the output ending at EOS as in use;
-4. writes ``leaderboard.json`` and ``leaderboard.md`` in ``--output-dir``: model,
-   parameters, BLEU, chrF, training target tokens/s, decoding sentences/s, the
-   paper's reported gain for comparison, and the status (a model that fails is
-   listed as failed with its error; the others go on).
+1. translates the whole test split with the same beam search for every model
+   (``Translator``, train_wmt's ``--beam-size``/``--length-penalty``), keeps the
+   translations (``hypotheses.txt.gz``) and scores BLEU and chrF, also by source length;
+2. times decoding of the trained model: sentences/s and source tokens/s at batch 100,
+   beam 4 (``--decode-batch``/``--decode-beam``), the output ending at EOS as in use;
+3. probes it for its paper's claim (``keras_attn_zoo.evaluation.claims.probe_model``:
+   cross-attention entropy, GMM gates, kappa/alpha, RAN matrices, AER against eflomal);
+4. writes ``<results-dir>/<model>/seed<N>/cell.json``. When the Transformer cell of
+   the same seed exists, the paired bootstrap of the two systems' translations of the
+   same sentences (sacreBLEU, 1,000 resamples) is added to the cell.
 
-Resuming: a model whose ``<output-dir>/<model>/leaderboard_row.json`` exists is
-skipped; one whose ``results.json`` exists (trained, killed before its evaluation)
-is only evaluated; one killed while training resumes from its checkpoint (the
-Trainer's). Run the same command again after a kill.
-
-The evaluation is done here rather than inside ``training_run`` (which gets
-``--eval-limit 0``) so that each model's search is traced once and used for both
-the scores and the speed measurement; it is the same ``Translator`` and the same
-``corpus_scores`` that ``training_run`` uses.
-
-``--quick``: a smoke run for 2 CPU cores in under 15 minutes: 0.5 minute of
-training per model, 2000-piece vocabulary, evaluation on 100 test sentences, no
-SavedModel export, one timed decoding call. Any flag given explicitly wins over the
-quick defaults.
+A rerun skips finished cells, evaluates a trained one and resumes a killed one from
+its checkpoint, so the table fills over several sessions. The table, the claims'
+verdicts and the plots (``leaderboard.md``/``.json``, ``bleu_vs_params.png``,
+``bleu_vs_decode_speed.png``, ``learning_curves.png``) are regenerated from the cell
+files alone (``--report-only``); ``--readme README.md`` also rewrites the README's
+generated leaderboard section.
 
 Usage:
-    python recipes/leaderboard.py                       # 20 minutes per model
-    python recipes/leaderboard.py --quick
-    python recipes/leaderboard.py --budget-minutes 60 --preset base --models \\
-        transformer,ran_transformer
+    python recipes/leaderboard.py                                 # 10 models x 3 seeds
+    python recipes/leaderboard.py --models transformer,RAN-D --seeds 0
+    python recipes/leaderboard.py --report-only --readme README.md
     python recipes/leaderboard.py --quick --preset tiny --data files \\
         --train-src train.de --train-tgt train.en --test-src test.de \\
-        --test-tgt test.en --max-steps 2 --eval-limit 5 --vocab-size 150
+        --test-tgt test.en --steps 2 --vocab-size 150
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
+import datetime
+import functools
 import gc
+import gzip
+import hashlib
 import json
 import os
 import pathlib
@@ -57,281 +54,538 @@ import sys
 import time
 import traceback
 
+from train_wmt import machine_speed
 from train_wmt import parse_args as parse_train_args
 
-PAPER_GAINS = {
-    "transformer": "baseline (Vaswani et al., 2017)",
-    "ran_transformer": "RAN-D: +0.48 BLEU on average over 10 tasks; RAN-ALL decodes "
-                       "up to 1.236x faster (Zeng et al., 2021)",
-    "gmm_transformer": "+0.75 BLEU, WMT14 En-De, base (Zhang & Feng, 2021)",
-    "weighted_transformer": "+0.5 BLEU WMT14 En-De, +0.4 En-Fr (Ahmed et al., 2017)",
-    "hard_coded_transformer": "below the Transformer (HC-SA in the RAN paper's "
-                              "comparison)",
-    "synthesizer_transformer": "below the Transformer (Syn-R in the RAN paper's "
-                               "comparison)",
-    "bahdanau_rnn": "pre-Transformer baseline (RNNsearch, Bahdanau et al., 2015)",
-    "eager_translator": "at most 4.8% below an attention model (De-En), ~3x the "
-                        "source tokens/s (Press & Smith, 2018)",
+REPO = pathlib.Path(__file__).resolve().parents[1]
+CELL_FILE = "cell.json"
+HYPOTHESES_FILE = "hypotheses.txt.gz"
+BASELINE = "transformer"
+# Each model trained the way its paper trains it, where the zoo offers that way.
+VARIANT_FLAGS = {
+    # Press & Smith (2018): one aligned stream, the LSTM state carried across windows.
+    "eager": ["--eager-aligned-batching"],
 }
-QUICK_DEFAULTS = ["--vocab-size", "2000", "--eval-limit", "100", "--no-export"]
-ROW_FILE = "leaderboard_row.json"
-COLUMNS = [("model", "model"), ("params", "parameters"), ("bleu", "BLEU"),
-           ("chrf", "chrF"), ("train_target_tokens_per_second", "train tgt tok/s"),
-           ("decode_sentences_per_second", "decode sent/s (batch {batch}, beam {beam})"),
-           ("decode_mean_target_length", "decode mean output pieces"),
-           ("paper_gain", "paper's reported gain"), ("status", "status")]
+QUICK_DEFAULTS = ["--vocab-size", "2000", "--eval-limit", "100"]
+# Source-length buckets (words) of the BLEU-by-length column; the last is the
+# "longest bucket" of the GMM claim (Ding's test sentences: 1-50 words, most under 15).
+LENGTH_BOUNDARIES = (5, 10, 15, 20)
+README_BEGIN = "<!-- leaderboard:begin (generated by recipes/leaderboard.py --readme) -->"
+README_END = "<!-- leaderboard:end -->"
+# Flags the leaderboard sets per cell; the budget is --steps / --budget-minutes.
+_OWN_FLAGS = ("--model", "--model-options", "--output-dir", "--name", "--export-dir",
+              "--log-dir", "--seed", "--max-steps", "--time-budget-minutes", "--epochs",
+              "--no-export")
 
 
 def parse_args(argv=None):
-    from keras_attn_zoo.models import MODEL_BUILDERS
+    from keras_attn_zoo.models import MODEL_VARIANTS
 
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Any other flag is a recipes/train_wmt.py flag, passed on to every run.")
-    parser.add_argument("--models", default=",".join(MODEL_BUILDERS),
-                        help="comma-separated model builder names (default: all)")
-    parser.add_argument("--budget-minutes", type=float,
-                        help="training wall-clock budget per model (default 20, "
-                             "0.5 with --quick)")
+    parser.add_argument("--models", default=",".join(MODEL_VARIANTS),
+                        help=f"comma-separated model names (default: all of "
+                             f"{', '.join(MODEL_VARIANTS)})")
+    parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    budget = parser.add_mutually_exclusive_group()
+    budget.add_argument("--steps", type=int, help="training steps per cell (default 2000)")
+    budget.add_argument("--budget-minutes", type=float,
+                        help="training minutes per cell instead of a step budget")
+    parser.add_argument("--model-options", default="",
+                        help="builder options added to every model's (key=value;...)")
     parser.add_argument("--preset", default="small")
     parser.add_argument("--quick", action="store_true",
-                        help="smoke run: under 15 minutes on 2 cores")
-    parser.add_argument("--output-dir", default="runs/leaderboard",
-                        help="run directories and the leaderboard files")
+                        help="smoke defaults: 2000-piece vocabulary, 100 test sentences, "
+                             "one timed decoding call")
+    parser.add_argument("--output-dir",
+                        help="run directories: checkpoints, logs, model.keras "
+                             "(default runs/leaderboard/<preset>-<budget>)")
+    parser.add_argument("--results-dir",
+                        help="cell files, translations, probes, table and plots (default "
+                             "benchmarks/results/leaderboard/<preset>-<budget>)")
     parser.add_argument("--decode-batch", type=int, default=100)
     parser.add_argument("--decode-beam", type=int, default=4)
     parser.add_argument("--decode-repeats", type=int,
                         help="timed decoding calls, the median is kept (default 3, "
                              "1 with --quick)")
+    parser.add_argument("--report-only", action="store_true",
+                        help="train nothing: the table, verdicts and plots from the cells")
+    parser.add_argument("--readme", help="also rewrite this README's leaderboard section")
     args, passthrough = parser.parse_known_args(argv)
-    for flag in ("--model", "--output-dir", "--name", "--export-dir", "--log-dir"):
+    for flag in _OWN_FLAGS:
         if any(item == flag or item.startswith(flag + "=") for item in passthrough):
-            parser.error(f"{flag} is set per model by the leaderboard")
+            parser.error(f"{flag} is set per cell by the leaderboard")
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = sorted(set(args.models) - set(MODEL_BUILDERS))
+    unknown = sorted(set(args.models) - set(MODEL_VARIANTS))
     if unknown:
-        parser.error(f"unknown model(s) {unknown}; choose from {sorted(MODEL_BUILDERS)}")
-    if args.budget_minutes is None:
-        args.budget_minutes = 0.5 if args.quick else 20.0
+        parser.error(f"unknown model(s) {unknown}; choose from {list(MODEL_VARIANTS)}")
+    try:
+        args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
+    except ValueError:
+        parser.error(f"--seeds wants integers joined by commas, got {args.seeds!r}")
+    if not args.seeds:
+        parser.error("--seeds is empty")
+    if args.steps is None and args.budget_minutes is None:
+        args.steps = 2000
+    if args.steps is not None and args.steps < 1:
+        parser.error("--steps must be at least 1")
+    args.budget = (f"{args.steps} steps" if args.steps is not None
+                   else f"{args.budget_minutes:g} min")
+    tag = f"{args.preset}-{args.budget.replace(' ', '')}"
+    args.output_dir = pathlib.Path(args.output_dir or REPO / "runs" / "leaderboard" / tag)
+    args.results_dir = pathlib.Path(
+        args.results_dir or REPO / "benchmarks" / "results" / "leaderboard" / tag)
     if args.decode_repeats is None:
         args.decode_repeats = 1 if args.quick else 3
     args.passthrough = (QUICK_DEFAULTS if args.quick else []) + passthrough
-    args.output_dir = pathlib.Path(args.output_dir)
     return args
 
 
-def model_arguments(args, model):
-    """The `RunConfig` of one model (train_wmt's own parser)."""
-    run_dir = args.output_dir / model
-    argv = ["--model", model, "--preset", args.preset,
-            "--time-budget-minutes", str(args.budget_minutes),
-            "--output-dir", str(run_dir), "--name", f"leaderboard-{model}",
-            "--export-dir", str(args.output_dir / "saved_models" / model),
-            "--quiet"] + list(args.passthrough)
+# ---- one cell -------------------------------------------------------------------------------
+
+
+def cell_name(model, seed):
+    return f"{model}/seed{seed}"
+
+
+def cell_config(args, model, seed):
+    """The cell's `RunConfig`, parsed by train_wmt's own parser."""
+    from keras_attn_zoo.models import MODEL_VARIANTS
+
+    builder, options = MODEL_VARIANTS[model]
+    model_options = ";".join(filter(None, [
+        ";".join(f"{key}={value}" for key, value in options.items()), args.model_options]))
+    budget = (["--max-steps", str(args.steps)] if args.steps is not None
+              else ["--time-budget-minutes", str(args.budget_minutes)])
+    argv = ["--model", builder, "--model-options", model_options, "--preset", args.preset,
+            "--seed", str(seed), "--output-dir", str(args.output_dir / model / f"seed{seed}"),
+            "--name", f"leaderboard-{model}-seed{seed}", "--no-export", "--quiet",
+            *budget, *VARIANT_FLAGS.get(model, []), *args.passthrough]
     return parse_train_args(argv)
 
 
-def shared_vocabulary(args, train_args):
-    """One SentencePiece model for every run (trained once, then copied)."""
+def shared_vocabulary(args, config):
+    """One SentencePiece model for every cell (trained once, then copied)."""
     from keras_attn_zoo.data.vocabulary import train_sentencepiece
     from keras_attn_zoo.workflow import load_corpus
 
-    path = args.output_dir / f"vocab-{train_args.vocab_size}.model"
+    path = args.output_dir / f"vocab-{config.vocab_size}.model"
     if not path.exists():
-        corpus = load_corpus(train_args)
+        corpus = load_corpus(config)
         args.output_dir.mkdir(parents=True, exist_ok=True)
         temporary = path.with_name(path.name + ".tmp.model")
-        train_sentencepiece(corpus.train, temporary, vocab_size=train_args.vocab_size)
-        os.replace(temporary, path)
+        train_sentencepiece(corpus.train, temporary, vocab_size=config.vocab_size)
+        temporary.replace(path)
     return path
 
 
-def restore_model(train_args, vocab_path):
-    """The trained model, rebuilt and restored from its newest checkpoint."""
-    import keras
-    import tensorflow as tf
+def train(args, config):
+    """The run's results: trained now (or resumed), or read back when it finished before."""
+    from keras_attn_zoo.workflow import training_run
 
-    from keras_attn_zoo.data.vocabulary import load_tokenizer
-    from keras_attn_zoo.data.vocabulary import vocabulary_size
-    from keras_attn_zoo.workflow import MIXED_PRECISION_POLICIES
-    from keras_attn_zoo.workflow import build_for_vocabulary
-
-    keras.mixed_precision.set_global_policy(
-        MIXED_PRECISION_POLICIES[train_args.mixed_precision])
-    tokenizer = load_tokenizer(vocab_path)
-    # The run's own build phase: with the ids the model adds (extra_token_count).
-    model = build_for_vocabulary(train_args, vocabulary_size(tokenizer))
-    checkpoints = pathlib.Path(train_args.output_dir) / "checkpoints"
-    latest = tf.train.latest_checkpoint(str(checkpoints))
-    if latest is None:
-        raise FileNotFoundError(f"no checkpoint in {checkpoints}")
-    tf.train.Checkpoint(model=model).restore(latest).expect_partial()
-    return model, tokenizer
+    run_dir = config.paths[0]
+    results_path = run_dir / "results.json"
+    if results_path.exists() and (run_dir / "model.keras").exists():
+        print(f"  trained before ({results_path}); evaluating", flush=True)
+        return json.loads(results_path.read_text(encoding="utf-8"))
+    vocabulary = shared_vocabulary(args, config)
+    run_dir.mkdir(parents=True, exist_ok=True)
+    if not (run_dir / "vocab.model").exists():
+        shutil.copyfile(vocabulary, run_dir / "vocab.model")
+    # The test split is translated once, by `evaluate`, with the model.keras written.
+    return training_run(dataclasses.replace(config, eval_limit=0), machine=machine_speed())
 
 
-def evaluate(args, train_args, eval_limit, vocab_path):
-    """BLEU/chrF on the test split and decoding speed, with one traced search."""
+def references_digest(references):
+    """A fingerprint of the test references: paired tests need the same sentences."""
+    return hashlib.sha256("\n".join(references).encode("utf-8")).hexdigest()[:16]
+
+
+def decoding_speed(args, translator, tokenizer, sources, length_penalty):
+    """Sentences/s and tokens/s of one traced beam search at `--decode-batch`."""
     import numpy as np
     import tensorflow as tf
 
+    batch = [sources[i % len(sources)] for i in range(args.decode_batch)]
+    pieces = tokenizer.tokenize(batch)
+    pieces = pieces.to_list() if hasattr(pieces, "to_list") else pieces
+    source_tokens = int(sum(len(ids) for ids in pieces))
+    text = tf.constant([s.encode("utf-8") for s in batch])
+    options = (tf.constant(args.decode_beam, tf.int32), tf.constant(length_penalty, tf.float32),
+               tf.constant(translator.max_length_a, tf.float32),
+               tf.constant(translator.max_length_b, tf.float32))
+    translator.translate_with_options(text, *options)  # traces the search
+    times, lengths = [], None
+    for _ in range(max(args.decode_repeats, 1)):
+        started = time.perf_counter()
+        lengths = translator.translate_with_options(text, *options)["length"].numpy()
+        times.append(time.perf_counter() - started)
+    seconds = float(np.median(times))
+    return {"decode_sentences_per_second": round(args.decode_batch / seconds, 2),
+            "decode_source_tokens_per_second": round(source_tokens / seconds, 1),
+            "decode_target_tokens_per_second": round(float(lengths.sum()) / seconds, 1),
+            "decode_mean_target_length": round(float(lengths.mean()), 2),
+            "decode_batch": args.decode_batch, "decode_beam": args.decode_beam}
+
+
+def test_links(args, corpus, test):
+    """eflomal's word links of the test pairs (aligned with the training pairs), or None."""
+    from keras_attn_zoo.evaluation import claims
+
+    try:
+        return claims.align_test_with_eflomal(corpus.train, test,
+                                              args.output_dir / "eflomal-cache")
+    except ImportError as error:
+        print(f"  no AER: {error}", flush=True)
+        return None
+
+
+def evaluate(args, config, results, cell_dir, model_name):
+    """Translations, scores, decoding speed and probes of the trained model."""
+    import keras
+
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
+    from keras_attn_zoo.evaluation import claims
+    from keras_attn_zoo.evaluation.attention import has_attention
+    from keras_attn_zoo.evaluation.analysis import length_buckets
+    from keras_attn_zoo.evaluation.analysis import scores_by_bucket
     from keras_attn_zoo.evaluation.scores import corpus_scores
     from keras_attn_zoo.export import Translator
+    from keras_attn_zoo.training.callbacks import teacher_forcing_batch
+    from keras_attn_zoo.training.curve import write_atomically
     from keras_attn_zoo.workflow import load_corpus
 
-    model, tokenizer = restore_model(train_args, vocab_path)
-    translator = Translator(model, tokenizer, beam_size=train_args.beam_size,
-                            length_penalty=train_args.length_penalty)
-    corpus = load_corpus(train_args)
-    test = corpus.test if eval_limit is None else corpus.test[:eval_limit]
-    row = {}
-    if test:
-        started = time.monotonic()
-        hypotheses = translator.translate_texts([s for s, _ in test])
-        row.update(corpus_scores(hypotheses, [t for _, t in test]))
-        row.update(test_pairs=len(test), eval_seconds=round(time.monotonic() - started, 1))
-    sources = [s for s, _ in (corpus.test or corpus.valid or corpus.train)]
-    if sources:
-        batch = [sources[i % len(sources)] for i in range(args.decode_batch)]
-        text = tf.constant([s.encode("utf-8") for s in batch])
-        options = (tf.constant(args.decode_beam, tf.int32),
-                   tf.constant(train_args.length_penalty, tf.float32),
-                   tf.constant(translator.max_length_a, tf.float32),
-                   tf.constant(translator.max_length_b, tf.float32))
-        if not test:  # the evaluation above traced the search; else warm up here
-            translator.translate_with_options(text, *options)
-        times, lengths = [], None
-        for _ in range(max(args.decode_repeats, 1)):
-            started = time.perf_counter()
-            output = translator.translate_with_options(text, *options)
-            lengths = output["length"].numpy()
-            times.append(time.perf_counter() - started)
-        seconds = float(np.median(times))
-        row.update(decode_sentences_per_second=round(args.decode_batch / seconds, 2),
-                   decode_target_tokens_per_second=round(float(lengths.sum()) / seconds, 1),
-                   decode_mean_target_length=round(float(lengths.mean()), 2),
-                   decode_batch=args.decode_batch, decode_beam=args.decode_beam)
-    return row
-
-
-def run_model(args, model):
-    """Trains (or resumes), evaluates and times one model; returns its row."""
-    from keras_attn_zoo.workflow import training_run
-
-    train_args = model_arguments(args, model)
-    run_dir = pathlib.Path(train_args.output_dir)
-    row_path = run_dir / ROW_FILE
-    if row_path.exists():
-        print(f"[{model}] finished before: {row_path}", flush=True)
-        return json.loads(row_path.read_text(encoding="utf-8"))
-    row = {"model": model, "paper_gain": PAPER_GAINS.get(model, ""),
-           "preset": train_args.preset, "budget_minutes": args.budget_minutes}
+    run_dir = config.paths[0]
+    model = keras.saving.load_model(run_dir / "model.keras")
+    tokenizer = load_tokenizer(run_dir / "vocab.model")
+    corpus = load_corpus(config)
+    test = corpus.test if config.eval_limit is None else corpus.test[:config.eval_limit]
+    if not test:
+        raise SystemExit("the leaderboard scores the test split: the data has none.")
+    sources, references = [s for s, _ in test], [t for _, t in test]
+    translator = Translator(model, tokenizer, beam_size=config.beam_size,
+                            length_penalty=config.length_penalty)
     started = time.monotonic()
-    try:
-        vocab_path = shared_vocabulary(args, train_args)
-        run_dir.mkdir(parents=True, exist_ok=True)
-        if not (run_dir / "vocab.model").exists():
-            shutil.copyfile(vocab_path, run_dir / "vocab.model")
-        results_path = run_dir / "results.json"
-        if results_path.exists():
-            print(f"[{model}] trained before; evaluating", flush=True)
-            results = json.loads(results_path.read_text(encoding="utf-8"))
-        else:
-            print(f"[{model}] training ({args.budget_minutes} min budget)", flush=True)
-            eval_limit, train_args.eval_limit = train_args.eval_limit, 0
-            results = training_run(train_args)
-            train_args.eval_limit = eval_limit
-        row.update({key: results.get(key) for key in (
-            "params", "steps", "train_seconds", "train_target_tokens_per_second",
-            "final_loss", "export_path")})
-        row.update(evaluate(args, train_args, train_args.eval_limit,
-                            run_dir / "vocab.model"))
-        row["status"] = "ok"
-    except (Exception, SystemExit) as error:  # a failing model must not stop the rest
-        message = f"{type(error).__name__}: {error}".strip()
-        row.update(status="failed", error=message[:2000],
-                   traceback=traceback.format_exc()[-4000:])
-        print(f"[{model}] FAILED: {message[:500]}", flush=True)
-    row["wall_seconds"] = round(time.monotonic() - started, 1)
-    if row["status"] == "ok":
-        temporary = row_path.with_name(ROW_FILE + ".tmp")
-        temporary.write_text(json.dumps(row, indent=2, ensure_ascii=False) + "\n",
-                             encoding="utf-8")
-        os.replace(temporary, row_path)
+    hypotheses = translator.translate_texts(sources)
+    row = corpus_scores(hypotheses, references)
+    row.update(test_pairs=len(test), test_references=references_digest(references),
+               eval_seconds=round(time.monotonic() - started, 1),
+               beam_size=config.beam_size, length_penalty=config.length_penalty)
+    buckets = length_buckets([len(s.split()) for s in sources], LENGTH_BOUNDARIES)
+    row["bleu_by_source_length"] = scores_by_bucket(hypotheses, references, buckets)
+    cell_dir.mkdir(parents=True, exist_ok=True)
+    write_atomically(cell_dir / HYPOTHESES_FILE,
+                     gzip.compress("".join(h + "\n" for h in hypotheses).encode("utf-8"),
+                                   mtime=0))
+    row.update(decoding_speed(args, translator, tokenizer, sources, config.length_penalty))
+    links = test_links(args, corpus, test) if has_attention(model) else None
+    make_batch = functools.partial(teacher_forcing_batch, sentencepiece_processor(tokenizer))
+    row["probes"] = claims.probe_model(model, tokenizer, test, cell_dir / "probes",
+                                       model_name=model_name, make_batch=make_batch,
+                                       source_links=links)
     return row
 
 
-def _cell(key, value):
-    if value is None:
+def run_cell(args, model, seed):
+    """Trains, evaluates and probes one cell unless its file exists; returns the cell."""
+    from keras_attn_zoo.training.curve import write_atomically
+
+    cell_dir = args.results_dir / model / f"seed{seed}"
+    path = cell_dir / CELL_FILE
+    if path.exists():
+        print(f"[{cell_name(model, seed)}] finished before: {path}", flush=True)
+        return json.loads(path.read_text(encoding="utf-8"))
+    config = cell_config(args, model, seed)
+    print(f"[{cell_name(model, seed)}] {config.model} ({config.builder_options or 'preset'}),"
+          f" {args.budget}", flush=True)
+    started = time.monotonic()
+    results = train(args, config)
+    cell = {"model": model, "builder": config.model, "model_options": config.builder_options,
+            "seed": seed, "preset": config.preset, "budget": args.budget,
+            "date": datetime.datetime.now().isoformat(timespec="seconds"),
+            "command": command_line(), "status": "ok"}
+    cell.update({key: results.get(key) for key in (
+        "params", "steps", "train_seconds", "train_target_tokens_per_second", "final_loss",
+        "data", "epochs_completed", "learning_curve", "machine", "epsilon_proportion")})
+    if results.get("epsilon_proportion") is not None:
+        cell["eager"] = {"epsilon_share": results["epsilon_proportion"]}
+    cell.update(evaluate(args, config, results, cell_dir, model))
+    cell["wall_seconds"] = round(time.monotonic() - started, 1)
+    write_atomically(path, json.dumps(cell, indent=2, ensure_ascii=False) + "\n")
+    print(f"[{cell_name(model, seed)}] BLEU {cell['bleu']} chrF {cell['chrf']} -> {path}",
+          flush=True)
+    return cell
+
+
+# ---- the paired tests -------------------------------------------------------------------------
+
+
+def read_hypotheses(cell_dir):
+    text = gzip.decompress((cell_dir / HYPOTHESES_FILE).read_bytes()).decode("utf-8")
+    return text.split("\n")[:-1]
+
+
+def load_cells(results_dir):
+    """Every finished cell under `results_dir`, with its directory (`_dir`)."""
+    cells = []
+    for path in sorted(pathlib.Path(results_dir).glob(f"*/seed*/{CELL_FILE}")):
+        cell = json.loads(path.read_text(encoding="utf-8"))
+        cell["_dir"] = path.parent
+        cells.append(cell)
+    return cells
+
+
+def add_paired_tests(args, cells, references=None):
+    """Adds `versus_transformer` (paired bootstrap, same seed) to the cells lacking it.
+
+    The references are the test split's, loaded once when a test is due; a cell whose
+    references differ from the Transformer's (another test set) is left without.
+    """
+    from keras_attn_zoo.evaluation.significance import paired_bootstrap
+    from keras_attn_zoo.training.curve import write_atomically
+
+    baselines = {c["seed"]: c for c in cells if c["model"] == BASELINE}
+    for cell in cells:
+        baseline = baselines.get(cell["seed"])
+        if (cell["model"] == BASELINE or baseline is None or "versus_transformer" in cell
+                or cell.get("test_references") != baseline.get("test_references")):
+            continue
+        if references is None:
+            references = test_references(args, cell)
+        if references_digest(references) != cell["test_references"]:
+            continue
+        result = paired_bootstrap(read_hypotheses(baseline["_dir"]),
+                                  {cell["model"]: read_hypotheses(cell["_dir"])}, references)
+        system, base = result[cell["model"]], result["baseline"]
+        cell["versus_transformer"] = {
+            "bleu_difference": round(system["bleu"] - base["bleu"], 2),
+            "bleu_p_value": system["bleu_p_value"],
+            "chrf_difference": round(system["chrf"] - base["chrf"], 2),
+            "chrf_p_value": system["chrf_p_value"],
+            "method": "sacreBLEU paired bootstrap, 1000 resamples, seed 12345"}
+        stored = {k: v for k, v in cell.items() if k != "_dir"}
+        write_atomically(cell["_dir"] / CELL_FILE,
+                         json.dumps(stored, indent=2, ensure_ascii=False) + "\n")
+    return references
+
+
+def test_references(args, cell):
+    """The test references of a cell's run, as the cell translated them."""
+    from keras_attn_zoo.workflow import load_corpus
+
+    config = cell_config(args, cell["model"], cell["seed"])
+    test = load_corpus(config).test
+    limit = cell.get("test_pairs", len(test))
+    return [t for _, t in test[:limit]]
+
+
+# ---- the table, the verdicts, the plots ----------------------------------------------------------
+
+
+def _mean_std(values):
+    from keras_attn_zoo.evaluation.significance import mean_and_std
+
+    values = [v for v in values if v is not None]
+    if not values:
+        return None, None
+    return mean_and_std(values)
+
+
+def _format_mean_std(mean, std, digits=2):
+    if mean is None:
         return "-"
-    if key in ("params",):
-        return f"{value:,}"
-    if key in ("train_target_tokens_per_second",):
-        return f"{value:,.0f}"
-    if isinstance(value, float):
-        return f"{value:.2f}"
-    return str(value).replace("|", "\\|").replace("\n", " ")
+    return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def write_leaderboard(args, rows, settings):
-    """``leaderboard.json`` and ``leaderboard.md`` (best BLEU first, failures last)."""
-    ranked = sorted(rows, key=lambda r: (r.get("status") != "ok",
-                                         -(r.get("bleu") or 0.0)))
-    args.output_dir.mkdir(parents=True, exist_ok=True)
-    document = {"settings": settings, "rows": ranked}
-    for name, text in (
-            ("leaderboard.json", json.dumps(document, indent=2, ensure_ascii=False) + "\n"),
-            ("leaderboard.md", markdown(ranked, settings))):
-        path = args.output_dir / name
-        temporary = path.with_name(name + ".tmp")
-        temporary.write_text(text, encoding="utf-8")
-        os.replace(temporary, path)
-    return args.output_dir / "leaderboard.md", args.output_dir / "leaderboard.json"
+def aggregate(cells, model_order):
+    """One row per model: means and spreads over its seeds, the paired tests per seed."""
+    from keras_attn_zoo.evaluation.significance import compare_verdict
+
+    rows = []
+    for model in model_order:
+        own = sorted((c for c in cells if c["model"] == model), key=lambda c: c["seed"])
+        if not own:
+            continue
+        row = {"model": model, "seeds": [c["seed"] for c in own],
+               "params": own[0].get("params"), "steps": [c.get("steps") for c in own]}
+        for key in ("bleu", "chrf", "train_target_tokens_per_second",
+                    "decode_sentences_per_second", "decode_source_tokens_per_second"):
+            row[key], row[f"{key}_std"] = _mean_std([c.get(key) for c in own])
+        tests = [c["versus_transformer"] for c in own if "versus_transformer" in c]
+        if tests:
+            differences = [t["bleu_difference"] for t in tests]
+            p_values = [t["bleu_p_value"] for t in tests]
+            row.update(bleu_difference=sum(differences) / len(differences),
+                       bleu_p_values=p_values,
+                       verdict_vs_transformer=compare_verdict(differences, p_values))
+        rows.append(row)
+    return rows
 
 
-def markdown(rows, settings):
-    lines = ["# keras-attn-zoo leaderboard", "",
-             f"Same recipe, data and budget for every model: preset "
-             f"`{settings['preset']}`, {settings['budget_minutes']} min of training "
-             f"each, data `{settings['data']}`, beam {settings['beam_size']} "
-             f"(length penalty {settings['length_penalty']}) for the scores; decoding "
-             f"speed at batch {settings['decode_batch']}, beam "
-             f"{settings['decode_beam']}. Command: `{settings['command']}`.", "",
-             "| " + " | ".join(header.format(batch=settings["decode_batch"],
-                                             beam=settings["decode_beam"])
-                              for _, header in COLUMNS) + " |",
-             "|" + "|".join("---" for _ in COLUMNS) + "|"]
+TABLE_COLUMNS = ("model | params | seeds | steps | BLEU | chrF | Δ BLEU vs Transformer "
+                 "(p per seed) | train tgt tok/s | decode sent/s | decode src tok/s | "
+                 "better than the Transformer?")
+
+
+def table_markdown(rows):
+    lines = ["| " + TABLE_COLUMNS + " |", "|" + "---|" * len(TABLE_COLUMNS.split(" | "))]
     for row in rows:
-        cells = []
-        for key, _ in COLUMNS:
-            value = row.get(key)
-            if key == "status" and row.get("status") == "failed":
-                value = f"failed: {row.get('error', '')[:200]}"
-            cells.append(_cell(key, value))
+        steps = sorted({s for s in row["steps"] if s is not None})
+        difference = "-"
+        if "bleu_difference" in row:
+            p_values = "/".join(f"{p:.3f}" for p in row["bleu_p_values"])
+            difference = f"{row['bleu_difference']:+.2f} (p {p_values})"
+        cells = [row["model"], f"{row['params']:,}" if row["params"] else "-",
+                 str(len(row["seeds"])), "/".join(str(s) for s in steps) or "-",
+                 _format_mean_std(row["bleu"], row["bleu_std"]),
+                 _format_mean_std(row["chrf"], row["chrf_std"]), difference,
+                 _format_mean_std(row["train_target_tokens_per_second"],
+                                  row["train_target_tokens_per_second_std"], 0),
+                 _format_mean_std(row["decode_sentences_per_second"],
+                                  row["decode_sentences_per_second_std"], 1),
+                 _format_mean_std(row["decode_source_tokens_per_second"],
+                                  row["decode_source_tokens_per_second_std"], 0),
+                 row.get("verdict_vs_transformer", "-" if row["model"] != BASELINE
+                         else "(baseline)")]
         lines.append("| " + " | ".join(cells) + " |")
     return "\n".join(lines) + "\n"
 
 
+def settings_of(cells):
+    """What every cell shared (preset, budget, data, beam), from the cells themselves."""
+    keys = ("preset", "budget", "data", "beam_size", "length_penalty", "test_pairs",
+            "decode_batch", "decode_beam")
+    return {key: sorted({str(c.get(key)) for c in cells}) for key in keys}
+
+
+def machines_of(cells):
+    """The matmul rates and load averages the cells recorded, for the speed columns."""
+    rates = [c["machine"].get("matmul_gflops") for c in cells
+             if c.get("machine") and c["machine"].get("matmul_gflops")]
+    loads = [c["machine"]["load_average_1_5_15"][0] for c in cells
+             if c.get("machine") and c["machine"].get("load_average_1_5_15")]
+    return {"matmul_gflops": [min(rates), max(rates)] if rates else None,
+            "load_average_at_start": [min(loads), max(loads)] if loads else None}
+
+
+def write_plots(results_dir, cells, rows):
+    from keras_attn_zoo.evaluation.plots import plot_learning_curves
+    from keras_attn_zoo.evaluation.plots import plot_score_against
+
+    files = {}
+    files["bleu_vs_params"] = plot_score_against(
+        rows, "params", results_dir / "bleu_vs_params.png", "parameters")
+    files["bleu_vs_decode_speed"] = plot_score_against(
+        rows, "decode_sentences_per_second", results_dir / "bleu_vs_decode_speed.png",
+        "decoding sentences/s (batch 100, beam 4)")
+    curves = {f"{c['model']} s{c['seed']}": c["learning_curve"] for c in cells
+              if c.get("learning_curve")}
+    if curves:
+        files["learning_curves"] = plot_learning_curves(
+            curves, results_dir / "learning_curves.png",
+            title="dev BLEU (first 100 valid sentences) of every cell")
+    return {name: path.name for name, path in files.items()}
+
+
+def report(args, cells=None):
+    """leaderboard.md / .json and the plots in --results-dir, from the cell files."""
+    from keras_attn_zoo.evaluation import claims
+    from keras_attn_zoo.models import MODEL_VARIANTS
+    from keras_attn_zoo.training.curve import write_atomically
+
+    cells = load_cells(args.results_dir) if cells is None else cells
+    if not cells:
+        raise SystemExit(f"no finished cell in {args.results_dir}.")
+    add_paired_tests(args, cells)
+    order = [m for m in MODEL_VARIANTS if any(c["model"] == m for c in cells)]
+    rows = aggregate(cells, order)
+    stored = [{k: v for k, v in c.items() if k != "_dir"} for c in cells]
+    verdicts = claims.claim_verdicts(stored)
+    files = write_plots(args.results_dir, cells, rows)
+    settings, machines = settings_of(cells), machines_of(cells)
+    text = section_markdown(rows, verdicts, settings, machines, files, args.results_dir,
+                            pathlib.Path("."))
+    document = {"settings": settings, "machines": machines, "rows": rows,
+                "verdicts": verdicts, "files": files}
+    write_atomically(args.results_dir / "leaderboard.json",
+                     json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    write_atomically(args.results_dir / "leaderboard.md", "# Leaderboard\n\n" + text)
+    return rows, verdicts, settings, machines, files
+
+
+def section_markdown(rows, verdicts, settings, machines, files, results_dir, images):
+    """The leaderboard section (README and leaderboard.md share it); `images`: the
+    plots' directory relative to the markdown file."""
+    from keras_attn_zoo.evaluation import claims
+
+    def listed(key):
+        return ", ".join(settings[key])
+
+    try:
+        where = pathlib.Path(results_dir).resolve().relative_to(REPO)
+    except ValueError:
+        where = pathlib.Path(results_dir)
+    speed = ""
+    if machines["matmul_gflops"]:
+        low, high = machines["matmul_gflops"]
+        speed = f" Matmul rate of the machine while the cells ran: {low}-{high} GFLOP/s"
+        if machines["load_average_at_start"]:
+            speed += (f", load average {machines['load_average_at_start'][0]}-"
+                      f"{machines['load_average_at_start'][1]} at the start of a cell")
+        speed += "."
+    lines = [
+        f"Preset `{listed('preset')}`, budget {listed('budget')} per cell, data "
+        f"`{listed('data')}`, the same SentencePiece vocabulary for all; test BLEU/chrF "
+        f"(sacreBLEU) on {listed('test_pairs')} sentences, beam {listed('beam_size')}; "
+        f"mean ± standard deviation over seeds; Δ BLEU is the paired bootstrap against "
+        f"the Transformer of the same seed.{speed} Generated from `{where}`.", "",
+        table_markdown(rows), "**Claims**", "", claims.verdicts_markdown(verdicts)]
+    for name in files.values():
+        lines.append(f"![{name}]({(images / name).as_posix()})")
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def replace_readme_section(readme, text):
+    """Rewrites the README between the generated section's markers."""
+    from keras_attn_zoo.training.curve import write_atomically
+
+    readme = pathlib.Path(readme)
+    content = readme.read_text(encoding="utf-8")
+    begin, end = content.find(README_BEGIN), content.find(README_END)
+    if begin < 0 or end < begin:
+        raise SystemExit(f"{readme} has no generated leaderboard section: add the lines "
+                         f"{README_BEGIN!r} and {README_END!r} where it goes.")
+    updated = (content[:begin] + README_BEGIN + "\n" + text + content[end:])
+    write_atomically(readme, updated)
+
+
+def command_line():
+    return " ".join([pathlib.Path(sys.argv[0]).name] + sys.argv[1:])
+
+
 def main(argv=None):
     args = parse_args(argv)
-    import keras
+    if not args.report_only:
+        import keras
 
-    rows = []
-    for model in args.models:
-        rows.append(run_model(args, model))
-        keras.backend.clear_session()
-        gc.collect()
-    first = model_arguments(args, args.models[0])
-    settings = {"preset": args.preset, "budget_minutes": args.budget_minutes,
-                "data": first.data, "direction": first.direction,
-                "beam_size": first.beam_size, "length_penalty": first.length_penalty,
-                "eval_limit": first.eval_limit, "decode_batch": args.decode_batch,
-                "decode_beam": args.decode_beam, "quick": args.quick,
-                "command": " ".join([pathlib.Path(sys.argv[0]).name] + (
-                    sys.argv[1:] if argv is None else list(argv)))}
-    markdown_path, json_path = write_leaderboard(args, rows, settings)
-    print(markdown_path.read_text(encoding="utf-8"))
-    print(f"wrote {markdown_path} and {json_path}")
-    return rows
+        for seed in args.seeds:  # seed-major: every model gets its first seed first
+            for model in args.models:
+                try:
+                    run_cell(args, model, seed)
+                except (Exception, SystemExit) as error:  # one failure must not stop the rest
+                    print(f"[{cell_name(model, seed)}] FAILED: {type(error).__name__}: "
+                          f"{error}\n{traceback.format_exc()[-3000:]}", flush=True)
+                keras.backend.clear_session()
+                gc.collect()
+    parts = report(args)
+    if args.readme:
+        readme = pathlib.Path(args.readme).resolve()
+        images = pathlib.Path(os.path.relpath(args.results_dir.resolve(), readme.parent))
+        replace_readme_section(readme, section_markdown(*parts, args.results_dir, images))
+    print((args.results_dir / "leaderboard.md").read_text(encoding="utf-8"))
+    print(f"wrote {args.results_dir / 'leaderboard.md'}")
 
 
 if __name__ == "__main__":

@@ -307,3 +307,34 @@ def plot_learning_curves(curves, path, title=None, metric="bleu"):
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)
     return path
+
+
+def plot_score_against(rows, key, path, xlabel, metric="bleu"):
+    """Mean score against `key` per model, the seed spread as error bars.
+
+    Args:
+        rows: `[{"model", key, metric, f"{metric}_std", f"{key}_std" (optional)}]`,
+            the leaderboard's aggregated rows; rows without `key` are left out.
+        path: the image written; parent directories are created.
+        xlabel: the x axis' label.
+
+    Returns:
+        The `pathlib.Path` written.
+    """
+    figure = _figure(6.5, 4.5)
+    axes = figure.add_subplot(1, 1, 1)
+    for row in rows:
+        if row.get(key) is None or row.get(metric) is None:
+            continue
+        axes.errorbar(row[key], row[metric], yerr=row.get(f"{metric}_std") or 0.0,
+                      xerr=row.get(f"{key}_std") or 0.0, fmt="o", capsize=3)
+        axes.annotate(row["model"], (row[key], row[metric]), fontsize=7,
+                      textcoords="offset points", xytext=(4, 4))
+    axes.set_xlabel(xlabel)
+    axes.set_ylabel(f"test {'BLEU' if metric == 'bleu' else metric} (mean ± std over seeds)")
+    axes.grid(alpha=0.3)
+    figure.tight_layout()
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path

@@ -114,10 +114,14 @@ def curve_text(points):
     return "\n".join(lines)
 
 
-def write_atomically(path, text):
-    """Writes `text` under a temporary name and renames it (no half-written file)."""
+def write_atomically(path, content):
+    """Writes `content` (text, or bytes) under a temporary name and renames it, so
+    that no reader ever sees a half-written file."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     temporary = path.with_name(path.name + ".tmp")
-    temporary.write_text(text, encoding="utf-8")
+    if isinstance(content, bytes):
+        temporary.write_bytes(content)
+    else:
+        temporary.write_text(content, encoding="utf-8")
     os.replace(temporary, path)

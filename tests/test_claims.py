@@ -1,0 +1,360 @@
+"""The seed papers' claims: probes of one model (tiny, untrained) and verdicts over seeds."""
+
+import functools
+import json
+import math
+
+import numpy as np
+import pytest
+
+from keras_attn_zoo.evaluation import claims
+from keras_attn_zoo.evaluation.significance import CONFIRMED
+from keras_attn_zoo.evaluation.significance import INCONCLUSIVE
+from keras_attn_zoo.evaluation.significance import NOT_CONFIRMED
+from tests.conftest import make_synthetic_parallel_sentences
+
+PAIRS = make_synthetic_parallel_sentences(5, seed=11)
+
+
+def _setup(tokenizer):
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+    from keras_attn_zoo.training.callbacks import teacher_forcing_batch
+
+    processor = sentencepiece_processor(tokenizer)
+    return vocabulary_size(tokenizer), processor, functools.partial(
+        teacher_forcing_batch, processor)
+
+
+def _probe(model, tokenizer, out_dir, make_batch, name, **options):
+    result = claims.probe_model(model, tokenizer, PAIRS, out_dir, model_name=name,
+                                make_batch=make_batch, **options)
+    json.dumps(result)  # what the leaderboard stores
+    for path in result["files"]:
+        assert (out_dir / path).is_file() and (out_dir / path).stat().st_size > 0, path
+    return result
+
+
+# ---- probes --------------------------------------------------------------------------------
+
+
+def test_gmm_probe_gives_entropy_and_one_gate_per_decoder_layer(tiny_tokenizer, tmp_path):
+    from keras_attn_zoo.models import MODEL_BUILDERS
+
+    size, processor, make_batch = _setup(tiny_tokenizer)
+    model = MODEL_BUILDERS["gmm_transformer"](size, preset="tiny")
+    result = _probe(model, tiny_tokenizer, tmp_path, make_batch, "GMM")
+    longest = max(len(processor.encode_as_ids(source)) + 1 for source, _ in PAIRS)
+    assert result["pairs_probed"] == len(PAIRS)
+    entropy = result["cross_attention_entropy"]
+    assert len(entropy) == 2  # tiny: 2 decoder layers
+    assert all(0.0 < value <= math.log(longest) for value in entropy)
+    assert 0.0 < result["cross_attention_entropy_mean"] <= math.log(longest)
+    # The Gaussian part is sharper than the dot-product part of an untrained model.
+    parts = result["entropy_per_layer"]
+    assert np.mean(parts["cross_mixture"]) < np.mean(parts["cross_dot_product"])
+    gates = result["gmm_gate_per_layer"]
+    assert len(gates) == 2 and all(0.0 <= g <= 1.0 for g in gates)
+    assert "branch_weights" not in result and "ran_matrix_patterns" not in result
+    assert "aer" in result["unavailable"] and result["files"] == []
+
+
+def test_weighted_probe_total_variation_of_kappa_and_alpha(tiny_tokenizer, tmp_path):
+    from keras_attn_zoo.models import MODEL_BUILDERS
+    from keras_attn_zoo.models.weighted_transformer import branched_layers
+
+    size, _, make_batch = _setup(tiny_tokenizer)
+    model = MODEL_BUILDERS["weighted_transformer"](size, preset="tiny")
+    result = _probe(model, tiny_tokenizer, tmp_path, make_batch, "weighted",
+                    max_pairs=2)
+    rows = result["branch_weights"]
+    assert len(rows) == 4  # encoder self-attention and cross-attention, 2 layers each
+    for row in rows:  # initialised uniform
+        assert row["kappa_tv_from_uniform"] == pytest.approx(0.0, abs=1e-6)
+        assert row["alpha_tv_from_uniform"] == pytest.approx(0.0, abs=1e-6)
+    layer = next(iter(branched_layers(model).values()))
+    layer.kappa.assign([0.95, 0.05])
+    layer.alpha.assign([0.2, 0.8])
+    moved = _probe(model, tiny_tokenizer, tmp_path, make_batch, "weighted",
+                   max_pairs=2)["branch_weights"]
+    changed = next(row for row in moved if row["layer"] == layer.name)
+    assert changed["kappa_tv_from_uniform"] == pytest.approx(0.45, abs=1e-6)
+    assert changed["alpha_tv_from_uniform"] == pytest.approx(0.3, abs=1e-6)
+    assert claims.total_variation_from_uniform([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.75)
+
+
+def test_attention_pattern_of_local_and_uniform_matrices():
+    identity = claims.attention_pattern(np.eye(12))
+    assert identity["diagonal"] == pytest.approx(1.0) and identity["band"] == pytest.approx(1.0)
+    assert identity["diagonal"] > identity["uniform_diagonal"] == pytest.approx(1 / 12)
+    assert identity["band"] > identity["uniform_band"]
+    assert identity["lift"] == pytest.approx(1.0) and identity["looks_like_paper"]
+    uniform = claims.attention_pattern(np.full((12, 12), 1 / 12))
+    assert uniform["lift"] == pytest.approx(0.0, abs=1e-12)
+    assert not uniform["looks_like_paper"]
+    # The causal decoder: uniform over keys 0..i; the first token counts as pattern.
+    causal_uniform = np.tril(np.ones((12, 12)))
+    causal = claims.attention_pattern(causal_uniform, causal=True)
+    assert causal["lift"] == pytest.approx(0.0, abs=1e-12)
+    first = np.zeros((12, 12))
+    first[:, 0] = 1.0
+    first_token = claims.attention_pattern(first, causal=True)
+    assert first_token["first_token"] == pytest.approx(1.0)
+    assert first_token["looks_like_paper"]
+    # Mass far from the diagonal is below uniform: a negative lift.
+    far = claims.attention_pattern(np.eye(12)[::-1])
+    assert far["lift"] < 0 and not far["looks_like_paper"]
+
+
+def test_ran_probe_writes_every_matrix_and_its_pattern(tiny_tokenizer, tmp_path):
+    from keras_attn_zoo.models import MODEL_BUILDERS
+
+    size, _, make_batch = _setup(tiny_tokenizer)
+    model = MODEL_BUILDERS["ran_transformer"](size, preset="tiny", apply_to="all",
+                                              max_length=32)
+    result = _probe(model, tiny_tokenizer, tmp_path, make_batch, "RAN-ALL", max_pairs=3)
+    patterns = result["ran_matrix_patterns"]
+    assert set(patterns["per_slot"]) == {"encoder_self", "decoder_self"}
+    assert len(patterns["matrices"]) == 2 * 2 * 2  # slots x layers x heads
+    for entry in patterns["matrices"]:
+        assert entry["size"] == patterns["size"] and 2 <= patterns["size"] <= 32
+        assert 0.0 <= entry["diagonal"] <= entry["band"] <= 1.0 + 1e-6
+        assert entry["causal"] == (entry["slot"] == "decoder_self")
+    assert sorted(result["files"]) == sorted(
+        f"ran/{e['slot']}_layer{e['layer']}_head{e['head']}.png"
+        for e in patterns["matrices"])
+    assert len(result["cross_attention_entropy"]) == 2
+
+
+def _own_argmax_links(model, make_batch):
+    from keras_attn_zoo.evaluation import analysis
+    from keras_attn_zoo.evaluation.attention import attention_maps
+
+    source, target, source_pieces, target_pieces = make_batch(PAIRS)
+    cross = attention_maps(model, source, target)["cross"]  # [1, B, 1, T, S]
+    links = []
+    for row in range(len(PAIRS)):
+        weights = cross[0, row].mean(axis=0)
+        words = analysis.aggregate_to_words(weights, source_pieces[row][:-1],
+                                            target_pieces[row])
+        links.append(sorted(analysis.argmax_links(words)))
+    return links
+
+
+def test_bahdanau_probe_aer_and_heat_maps(tiny_tokenizer, tmp_path):
+    from keras_attn_zoo.models import MODEL_BUILDERS
+
+    size, _, make_batch = _setup(tiny_tokenizer)
+    model = MODEL_BUILDERS["bahdanau_rnn"](size, preset="tiny")
+    own = _own_argmax_links(model, make_batch)
+    # Its own links as Pharaoh lines: a perfect alignment.
+    lines = [" ".join(f"{i}-{j}" for i, j in links) for links in own]
+    result = _probe(model, tiny_tokenizer, tmp_path, make_batch, "RNNsearch",
+                    source_links=lines)
+    aer = result["aer"]
+    assert aer["sentences"] == len(PAIRS) and aer["layer"] == 0
+    assert aer["aer"] == 0.0 and aer["precision"] == 1.0 and aer["recall"] == 1.0
+    assert 0.0 <= aer["monotone_aer"] <= 1.0
+    assert result["files"] == [f"heatmaps/sentence_{k}.png" for k in range(3)]
+    # Every target word linked elsewhere: nothing in common.
+    disjoint = []
+    for (source, _), links in zip(PAIRS, own):
+        words = len(source.split())
+        disjoint.append([((i + 1) % words, j) for i, j in links])
+    result = claims.probe_model(model, tiny_tokenizer, PAIRS, tmp_path / "b",
+                                model_name="RNNsearch", make_batch=make_batch,
+                                source_links=disjoint)
+    assert result["aer"]["aer"] == 1.0
+    with pytest.raises(ValueError, match="2 source links for 5 pairs"):
+        claims.probe_model(model, tiny_tokenizer, PAIRS, tmp_path, model_name="x",
+                           make_batch=make_batch, source_links=lines[:2])
+
+
+def test_eager_probe_says_why_nothing_is_measured(tiny_tokenizer, tmp_path):
+    from keras_attn_zoo.models import MODEL_BUILDERS
+    from keras_attn_zoo.models.eager import eager_vocabulary_size
+
+    size, _, make_batch = _setup(tiny_tokenizer)
+    model = MODEL_BUILDERS["eager_translator"](eager_vocabulary_size(size), preset="tiny")
+    result = _probe(model, tiny_tokenizer, tmp_path, make_batch, "eager")
+    assert "cross_attention_entropy" not in result and result["files"] == []
+    assert "no attention weights" in result["unavailable"]["cross_attention_entropy"]
+
+
+def test_eflomal_links_of_the_test_pairs_only(tmp_path):
+    pytest.importorskip("eflomal")
+    train = make_synthetic_parallel_sentences(60, seed=1)
+    test = make_synthetic_parallel_sentences(4, seed=2)
+    links = claims.align_test_with_eflomal(train, test, tmp_path)
+    assert len(links) == len(test)
+    for (source, target), pair_links in zip(test, links):
+        assert pair_links
+        for i, j in pair_links:
+            assert 0 <= i < len(source.split()) and 0 <= j < len(target.split())
+    # Cached: the same links again, without eflomal's unseeded sampler.
+    assert claims.align_test_with_eflomal(train, test, tmp_path) == links
+
+
+# ---- verdicts over seeds ---------------------------------------------------------------------
+
+
+def _cell(model, seed, **fields):
+    return {"model": model, "seed": seed, "status": "ok", **fields}
+
+
+def _versus(difference, p_value):
+    return {"versus_transformer": {"bleu_difference": difference, "bleu_p_value": p_value,
+                                   "chrf_difference": 0.0, "chrf_p_value": 0.5}}
+
+
+def _row(verdicts, fragment):
+    return next(row for row in verdicts if fragment in row["claim"])
+
+
+def _transformers(**fields):
+    return [_cell("transformer", seed, bleu=10.0, params=1000, **fields) for seed in range(3)]
+
+
+@pytest.mark.parametrize("differences, p_values, expected", [
+    ([0.6, 0.8, 0.5], [0.01, 0.02, 0.03], CONFIRMED),
+    ([-0.6, -0.8, -0.5], [0.01, 0.02, 0.03], NOT_CONFIRMED),
+    ([0.6, -0.8, 0.1], [0.01, 0.02, 0.5], INCONCLUSIVE),
+])
+def test_ran_d_verdict_follows_the_seeds(differences, p_values, expected):
+    cells = _transformers() + [_cell("RAN-D", seed, **_versus(d, p))
+                               for seed, (d, p) in enumerate(zip(differences, p_values))]
+    row = _row(claims.claim_verdicts(cells), "RAN-D >= Transformer")
+    assert row["verdict"] == expected
+    assert row["numbers"]["bleu_difference"] == differences
+    assert "3 seeds" in row["measurement"]
+
+
+def test_missing_models_are_not_measured_and_failed_cells_do_not_count():
+    cells = _transformers() + [_cell("RAN-D", 0, status="failed", **_versus(1.0, 0.01))]
+    verdicts = claims.claim_verdicts(cells)
+    assert len(verdicts) == len(claims.CLAIMS)
+    row = _row(verdicts, "RAN-D >= Transformer")
+    assert row["verdict"] == INCONCLUSIVE
+    assert row["measurement"] == "not measured: no finished RAN-D cell"
+    assert _row(verdicts, "fewer steps")["measurement"].startswith("not measured:")
+    json.dumps(verdicts)
+    markdown = claims.verdicts_markdown(verdicts)
+    lines = markdown.splitlines()
+    assert lines[0] == "| paper | claim | measurement | verdict |"
+    assert len(lines) == 2 + len(verdicts)
+
+
+def test_competitive_needs_fewer_parameters():
+    cells = _transformers() + [
+        _cell("RAN-E", seed, params=900, **_versus(-0.2, 0.3)) for seed in range(3)] + [
+        _cell("RAN-ALL", seed, params=1100, **_versus(-0.2, 0.3)) for seed in range(3)]
+    verdicts = claims.claim_verdicts(cells)
+    assert _row(verdicts, "RAN-E is competitive")["verdict"] == CONFIRMED
+    assert _row(verdicts, "RAN-ALL is competitive")["verdict"] == NOT_CONFIRMED
+
+
+def test_speed_ratios_are_paired_by_seed():
+    cells = [_cell("transformer", s, decode_sentences_per_second=10.0 + s,
+                   decode_source_tokens_per_second=100.0) for s in range(3)]
+    cells += [_cell("RAN-ALL", s, decode_sentences_per_second=1.25 * (10.0 + s))
+              for s in range(3)]
+    cells += [_cell("eager", s, decode_source_tokens_per_second=105.0)
+              for s in range(3)]
+    verdicts = claims.claim_verdicts(cells)
+    ran = _row(verdicts, "RAN-ALL decodes faster")
+    assert ran["verdict"] == CONFIRMED and ran["numbers"]["ratio"] == [1.25] * 3
+    assert _row(verdicts, "source tokens per second of the Transformer")[
+        "verdict"] == INCONCLUSIVE  # 1.05x: faster, far from 3x
+
+
+@pytest.mark.parametrize("gap, expected", [(0.03, CONFIRMED), (0.10, NOT_CONFIRMED)])
+def test_eager_bleu_gap(gap, expected):
+    cells = [_cell("RNNsearch", s, bleu=20.0, params=100) for s in range(3)]
+    cells += [_cell("eager", s, bleu=20.0 * (1 - gap), params=110,
+                    eager={"epsilon_share": 0.2}) for s in range(3)]
+    verdicts = claims.claim_verdicts(cells)
+    row = _row(verdicts, "BLEU at most 4.8% below an attention model")
+    assert row["verdict"] == expected
+    assert row["numbers"]["relative_gap"] == pytest.approx([gap] * 3)
+    assert _row(verdicts, "BLEU at most 4.8% below the Transformer")[
+        "verdict"] == INCONCLUSIVE  # no Transformer cells
+    assert _row(verdicts, "ε share")["verdict"] == CONFIRMED
+
+
+def _curve(bleus, every=200):
+    return [{"step": every * (k + 1), "minutes": k, "bleu": b} for k, b in enumerate(bleus)]
+
+
+@pytest.mark.parametrize("weighted, expected", [
+    ([2.0, 4.0, 6.0, 6.5, 6.4], CONFIRMED),      # reaches 6.0 at step 600 against 1000
+    ([1.0, 2.0, 3.0, 4.0, 5.0], NOT_CONFIRMED),  # never reaches 6.0
+    ([1.0, 2.0, 3.0, 4.0, 6.0], NOT_CONFIRMED),  # reaches it at the same step
+])
+def test_weighted_fewer_steps_from_two_curves(weighted, expected):
+    transformer = _curve([1.0, 2.0, 3.0, 5.0, 6.0])
+    cells = [_cell("transformer", s, learning_curve=transformer) for s in range(3)]
+    cells += [_cell("weighted", s, learning_curve=_curve(weighted))
+              for s in range(3)]
+    row = _row(claims.claim_verdicts(cells), "fewer steps")
+    assert row["verdict"] == expected
+    first = row["numbers"]["per_seed"][0]
+    assert first["transformer_steps"] == 1000 and first["target_bleu"] == 6.0
+    if expected == CONFIRMED:
+        assert first["weighted_steps"] == 600 and first["ratio"] == pytest.approx(0.6)
+
+
+def test_interpolated_steps_to_reach():
+    assert claims._steps_to_reach(_curve([1.0, 3.0]), 2.0) == pytest.approx(300)
+    assert claims._steps_to_reach(_curve([1.0, 3.0]), 4.0) is None
+
+
+def test_probe_based_claims():
+    def probes(**values):
+        return {"probes": values}
+
+    branch = [{"layer": "a", "kappa_tv_from_uniform": 0.2, "alpha_tv_from_uniform": 0.1}]
+    cells = [_cell("transformer", s, **probes(cross_attention_entropy_mean=2.0,
+                                               aer={"aer": 0.6, "sentences": 10}))
+             for s in range(3)]
+    cells += [_cell("GMM", s, **probes(
+        cross_attention_entropy_mean=1.5, gmm_gate_per_layer=[0.2, 0.6],
+        aer={"aer": 0.62, "sentences": 10})) for s in range(3)]
+    cells += [_cell("weighted", s, **probes(branch_weights=branch))
+              for s in range(3)]
+    cells += [_cell("RNNsearch", s, **probes(
+        aer={"aer": 0.4, "monotone_aer": 0.7, "sentences": 10})) for s in range(3)]
+    local = {"per_slot": {"encoder_self": {"matrices": 4, "share_like_paper": 0.75}},
+             "matrices": [{"slot": "encoder_self", "lift": 0.5}]}
+    flat = {"per_slot": {"decoder_self": {"matrices": 4, "share_like_paper": 0.25}},
+            "matrices": [{"slot": "decoder_self", "lift": 0.1}]}
+    cells += [_cell("RAN-E", s, **probes(ran_matrix_patterns=local)) for s in range(2)]
+    cells += [_cell("RAN-D", 0, **probes(ran_matrix_patterns=flat))]
+    verdicts = claims.claim_verdicts(cells)
+    assert _row(verdicts, "entropy")["verdict"] == CONFIRMED  # 25% lower
+    assert _row(verdicts, "Bottom decoder layers")["verdict"] == CONFIRMED
+    assert _row(verdicts, "Table 7")["verdict"] == NOT_CONFIRMED  # GMM's AER is higher
+    assert _row(verdicts, "κ and α")["verdict"] == CONFIRMED
+    assert _row(verdicts, "word alignment")["verdict"] == CONFIRMED
+    patterns = _row(verdicts, "patterns")
+    assert patterns["verdict"] == CONFIRMED and "2 of 3 cells" in patterns["measurement"]
+    # The issue's reading (lower layers on the Gaussian part) is the paper's opposite.
+    for cell in cells:
+        if cell["model"] == "GMM":
+            cell["probes"]["gmm_gate_per_layer"] = [0.7, 0.3]
+    assert _row(claims.claim_verdicts(cells), "Bottom decoder layers")[
+        "verdict"] == NOT_CONFIRMED
+
+
+def test_longest_bucket_needs_enough_sentences():
+    def buckets(bleu, count):
+        return [{"bucket": "1-10", "sentences": 100, "bleu": 8.0, "chrf": 30.0},
+                {"bucket": ">10", "sentences": count, "bleu": bleu, "chrf": 20.0}]
+
+    for count, expected in ((50, CONFIRMED), (5, INCONCLUSIVE)):
+        cells = [_cell("transformer", s, bleu_by_source_length=buckets(3.0, count))
+                 for s in range(3)]
+        cells += [_cell("GMM", s, bleu_by_source_length=buckets(4.5, count))
+                  for s in range(3)]
+        row = _row(claims.claim_verdicts(cells), "longest source sentences")
+        assert row["verdict"] == expected
+        assert row["numbers"]["bleu_difference"] == [1.5] * 3
