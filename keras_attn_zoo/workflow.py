@@ -29,7 +29,8 @@ set of run options on top of the builders' `dropout`, `attention_dropout`,
 * `average_checkpoints`: after training, the mean of the run's last N
   checkpoints goes into the model before evaluation and export;
 * `ema_momentum`: the optimizer keeps an exponential moving average of the
-  weights (Keras' `use_ema`), which goes into the model after training.
+  weights (Keras' `use_ema`, its momentum warmed up as in
+  `tf.train.ExponentialMovingAverage`), which goes into the model after training.
 
 Averaging and the EMA change only the model that is evaluated and exported:
 the run's last checkpoint keeps the raw trained weights (and the EMA in the
@@ -54,6 +55,7 @@ from keras_attn_zoo.data.vocabulary import vocabulary_size
 from keras_attn_zoo.evaluation.scores import corpus_scores
 from keras_attn_zoo.models import build_model
 from keras_attn_zoo.models import parse_model_options
+from keras_attn_zoo.optimizers import Adam
 from keras_attn_zoo.training import InverseSquareRootSchedule
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training.trainer import resolve_jit_compile
@@ -270,7 +272,8 @@ def build(config, tokenizer, strategy):
     """The model and its optimizer, in `strategy`'s scope.
 
     With `ema_momentum` the optimizer (also as the model's `wrap_optimizer`
-    returns it) keeps the weights' moving average (Keras' `use_ema`).
+    returns it) keeps the weights' moving average (Keras' `use_ema`, with the
+    momentum warmed up: `keras_attn_zoo.optimizers.MovingAverageWarmup`).
 
     The model first: its options shape the data (length limit, eager special
     tokens) and the optimizer, and a bad option fails before any data work.
@@ -278,7 +281,7 @@ def build(config, tokenizer, strategy):
     ema = dict(use_ema=True, ema_momentum=config.ema_momentum) if config.ema_momentum else {}
     with strategy.scope():
         model = build_for_vocabulary(config, vocabulary_size(tokenizer))
-        optimizer = model.wrap_optimizer(keras.optimizers.Adam(
+        optimizer = model.wrap_optimizer(Adam(
             InverseSquareRootSchedule(config.learning_rate, config.warmup_steps),
             beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=None, **ema,
         ))

@@ -150,13 +150,16 @@ def test_averaging_more_checkpoints_than_the_run_can_have_is_refused(corpus_file
 # ---- --ema-momentum ------------------------------------------------------------------------
 
 
-def test_ema_after_finalize_is_the_average_computed_by_hand(tiny_tokenizer,
-                                                            tiny_parallel_corpus):
-    """Through the `Trainer`'s own step (`optimizer.apply_gradients`)."""
+def test_ema_after_finalize_is_the_warmed_up_average_computed_by_hand(
+        tiny_tokenizer, tiny_parallel_corpus):
+    """Through the `Trainer`'s own step (`optimizer.apply_gradients`): the momentum
+    of step t is min(ema_momentum, (1 + t) / (10 + t)), so the first steps' weights
+    do not linger in the average (Keras' constant momentum keeps them)."""
     import keras
 
     from keras_attn_zoo import data as zoo_data
     from keras_attn_zoo.models import transformer
+    from keras_attn_zoo.optimizers import Adam
     from keras_attn_zoo.training import Trainer
 
     dataset, _ = zoo_data.make_dataset(tiny_parallel_corpus[:40], tiny_tokenizer,
@@ -166,14 +169,16 @@ def test_ema_after_finalize_is_the_average_computed_by_hand(tiny_tokenizer,
     batches = list(dataset.take(1)) * 3
     keras.utils.set_random_seed(0)
     model = transformer(200, preset="tiny")
-    momentum = 0.6
-    optimizer = keras.optimizers.Adam(1e-2, use_ema=True, ema_momentum=momentum)
+    # Step 1 is warming up (2/11 < 0.2), step 2 is capped (3/12 > 0.2).
+    ema_momentum = 0.2
+    optimizer = Adam(1e-2, use_ema=True, ema_momentum=ema_momentum)
     trainer = Trainer(model, optimizer)
     average = None
-    for inputs, labels in batches:
+    for step, (inputs, labels) in enumerate(batches):
         trainer.train_on_batch(inputs, labels)
         weights = [np.asarray(v.numpy(), np.float64) for v in model.trainable_variables]
-        # Keras starts the average at the first step's weights.
+        momentum = min(ema_momentum, (1 + step) / (10 + step))
+        # The average starts at the first step's weights, as Keras' does.
         average = weights if average is None else [
             momentum * a + (1 - momentum) * w for a, w in zip(average, weights)]
     raw = [v.numpy() for v in model.trainable_variables]
