@@ -305,7 +305,9 @@ def run_cell(args, model, seed):
     cell = {"model": model, "builder": config.model, "model_options": config.builder_options,
             "seed": seed, "preset": config.preset, "budget": args.budget,
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
-            "command": command_line(), "status": "ok"}
+            "command": command_line(), "status": "ok",
+            "config": {k: v for k, v in dataclasses.asdict(config).items()
+                       if not k.endswith(("_src", "_tgt"))}}
     cell.update({key: results.get(key) for key in (
         "params", "steps", "train_seconds", "train_target_tokens_per_second", "final_loss",
         "data", "epochs_completed", "learning_curve", "machine", "epsilon_proportion")})
