@@ -202,8 +202,53 @@ def references_digest(references):
     return hashlib.sha256("\n".join(references).encode("utf-8")).hexdigest()[:16]
 
 
-def decoding_speed(args, translator, tokenizer, sources, length_penalty):
-    """Sentences/s and tokens/s of one traced beam search at `--decode-batch`."""
+# The references of the papers' speed claims (RAN-ALL and eager against the
+# Transformer, eager against RNNsearch): timed in the same process as the cell's
+# model, round by round, so that the ratio does not depend on the machine's load.
+SPEED_PEERS = ("transformer", "RNNsearch")
+
+
+def _timed_search(translator, text, args, length_penalty):
+    """`(call, lengths of a first, tracing call)` of one translator's beam search."""
+    import tensorflow as tf
+
+    options = (tf.constant(args.decode_beam, tf.int32), tf.constant(length_penalty, tf.float32),
+               tf.constant(translator.max_length_a, tf.float32),
+               tf.constant(translator.max_length_b, tf.float32))
+
+    def call():
+        return translator.translate_with_options(text, *options)["length"].numpy()
+
+    return call, call()
+
+
+def speed_peers(args, model_name, seed):
+    """`{peer: Translator}` of the trained speed peers of the same seed (their run dirs)."""
+    import keras
+
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
+    from keras_attn_zoo.export import Translator
+
+    peers = {}
+    for peer in SPEED_PEERS:
+        run_dir = args.output_dir / peer / f"seed{seed}"
+        if peer == model_name or not (run_dir / "model.keras").exists():
+            continue
+        config = cell_config(args, peer, seed)
+        peers[peer] = Translator(keras.saving.load_model(run_dir / "model.keras"),
+                                 load_tokenizer(run_dir / "vocab.model"),
+                                 beam_size=config.beam_size,
+                                 length_penalty=config.length_penalty)
+    return peers
+
+
+def decoding_speed(args, translator, tokenizer, sources, length_penalty, peers=None):
+    """Sentences/s and tokens/s of the traced beam search at `--decode-batch`.
+
+    `peers`: `{name: Translator}` timed on the same batch in the same rounds
+    (median over `--decode-repeats` rounds each); their ratios go under
+    `decode_versus`.
+    """
     import numpy as np
     import tensorflow as tf
 
@@ -212,21 +257,31 @@ def decoding_speed(args, translator, tokenizer, sources, length_penalty):
     pieces = pieces.to_list() if hasattr(pieces, "to_list") else pieces
     source_tokens = int(sum(len(ids) for ids in pieces))
     text = tf.constant([s.encode("utf-8") for s in batch])
-    options = (tf.constant(args.decode_beam, tf.int32), tf.constant(length_penalty, tf.float32),
-               tf.constant(translator.max_length_a, tf.float32),
-               tf.constant(translator.max_length_b, tf.float32))
-    translator.translate_with_options(text, *options)  # traces the search
-    times, lengths = [], None
+    searches = {None: _timed_search(translator, text, args, length_penalty)}
+    for name, peer in (peers or {}).items():
+        searches[name] = _timed_search(peer, text, args, peer.length_penalty)
+    times = {name: [] for name in searches}
+    lengths = {name: first for name, (_, first) in searches.items()}
     for _ in range(max(args.decode_repeats, 1)):
-        started = time.perf_counter()
-        lengths = translator.translate_with_options(text, *options)["length"].numpy()
-        times.append(time.perf_counter() - started)
-    seconds = float(np.median(times))
-    return {"decode_sentences_per_second": round(args.decode_batch / seconds, 2),
-            "decode_source_tokens_per_second": round(source_tokens / seconds, 1),
-            "decode_target_tokens_per_second": round(float(lengths.sum()) / seconds, 1),
-            "decode_mean_target_length": round(float(lengths.mean()), 2),
-            "decode_batch": args.decode_batch, "decode_beam": args.decode_beam}
+        for name, (call, _) in searches.items():
+            started = time.perf_counter()
+            lengths[name] = call()
+            times[name].append(time.perf_counter() - started)
+    seconds = {name: float(np.median(values)) for name, values in times.items()}
+    own = seconds.pop(None)
+    row = {"decode_sentences_per_second": round(args.decode_batch / own, 2),
+           "decode_source_tokens_per_second": round(source_tokens / own, 1),
+           "decode_target_tokens_per_second": round(float(lengths[None].sum()) / own, 1),
+           "decode_mean_target_length": round(float(lengths[None].mean()), 2),
+           "decode_batch": args.decode_batch, "decode_beam": args.decode_beam}
+    if seconds:
+        # The same sentences: a ratio of sentences/s is one of source tokens/s.
+        row["decode_versus"] = {
+            name: {"peer_sentences_per_second": round(args.decode_batch / value, 2),
+                   "ratio": round(value / own, 4),
+                   "peer_mean_target_length": round(float(lengths[name].mean()), 2)}
+            for name, value in seconds.items()}
+    return row
 
 
 def test_links(args, corpus, test):
@@ -279,7 +334,8 @@ def evaluate(args, config, results, cell_dir, model_name):
     write_atomically(cell_dir / HYPOTHESES_FILE,
                      gzip.compress("".join(h + "\n" for h in hypotheses).encode("utf-8"),
                                    mtime=0))
-    row.update(decoding_speed(args, translator, tokenizer, sources, config.length_penalty))
+    row.update(decoding_speed(args, translator, tokenizer, sources, config.length_penalty,
+                              speed_peers(args, model_name, config.seed)))
     links = test_links(args, corpus, test) if has_attention(model) else None
     make_batch = functools.partial(teacher_forcing_batch, sentencepiece_processor(tokenizer))
     row["probes"] = claims.probe_model(model, tokenizer, test, cell_dir / "probes",

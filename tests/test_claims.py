@@ -358,3 +358,14 @@ def test_longest_bucket_needs_enough_sentences():
         row = _row(claims.claim_verdicts(cells), "longest source sentences")
         assert row["verdict"] == expected
         assert row["numbers"]["bleu_difference"] == [1.5] * 3
+
+
+def test_speed_ratios_timed_in_one_process_win_over_separate_cells():
+    # Separate cells say 1.25x, but the rounds timed side by side say 1.0x (the
+    # Transformer's cell ran on a busier machine): the same-process ratio decides.
+    cells = [_cell("transformer", s, decode_sentences_per_second=8.0) for s in range(3)]
+    cells += [_cell("RAN-ALL", s, decode_sentences_per_second=10.0,
+                    decode_versus={"transformer": {"ratio": 1.0}}) for s in range(3)]
+    ran = _row(claims.claim_verdicts(cells), "RAN-ALL decodes faster")
+    assert ran["numbers"]["ratio"] == [1.0] * 3 and ran["numbers"]["same_process"]
+    assert ran["verdict"] == NOT_CONFIRMED and "one process" in ran["measurement"]

@@ -72,6 +72,10 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
     difference = cells["RNNsearch", 0]["bleu"] - cells["transformer", 0]["bleu"]
     assert abs(test["bleu_difference"] - difference) < 0.02
     assert "versus_transformer" not in cells["transformer", 0]
+    # Decoding speed against the Transformer, timed in the same rounds.
+    speed = cells["RNNsearch", 0]["decode_versus"]["transformer"]
+    assert speed["ratio"] > 0 and speed["peer_sentences_per_second"] > 0
+    assert "decode_versus" not in cells["transformer", 0]  # no peer trained yet
 
     document = json.loads((results / "leaderboard.json").read_text(encoding="utf-8"))
     rows = {row["model"]: row for row in document["rows"]}

@@ -597,16 +597,25 @@ def _competitive_with_fewer_parameters(model):
 def _speed_ratio(model, key, claimed, tolerance, what, reference=BASELINE):
     def check(cells):
         paired = cells.paired(model, [key], baseline=reference)
-        ratios = [float(c[key]) / float(b[key]) for _, c, b in paired]
+        # Timed in the cell's process, round by round with the reference (the
+        # leaderboard's `decode_versus`): the machine's load cancels out. Else the
+        # two cells' own timings, which may have run under different loads.
+        same_run = [_value(c, f"decode_versus.{reference}.ratio") for _, c, _ in paired]
+        if all(r is not None for r in same_run):
+            ratios, how = [float(r) for r in same_run], "timed in one process, round by round"
+        else:
+            ratios = [float(c[key]) / float(b[key]) for _, c, b in paired]
+            how = "timed in separate cells, whose machine load may differ"
         own = [float(c[key]) for _, c, _ in paired]
         base = [float(b[key]) for _, _, b in paired]
         batch = paired[0][1].get("decode_batch")
         at = f" at batch {batch}" if batch else ""
-        measurement = (f"{what} of {_name(model)} / {_name(reference)}{at} (same seed): "
-                       f"{_spread(ratios, unit='x')} ({_name(model)} {_spread(own, 1)}, "
-                       f"{_name(reference)} {_spread(base, 1)}); claimed {claimed}x, "
-                       f"confirmed from {claimed * (1 - tolerance):.2f}x.")
+        measurement = (f"{what} of {_name(model)} / {_name(reference)}{at} (same seed, "
+                       f"{how}): {_spread(ratios, unit='x')} ({_name(model)} "
+                       f"{_spread(own, 1)}, {_name(reference)} {_spread(base, 1)}); claimed "
+                       f"{claimed}x, confirmed from {claimed * (1 - tolerance):.2f}x.")
         numbers = {"seeds": [s for s, _, _ in paired], "ratio": _rounded(ratios),
+                   "same_process": all(r is not None for r in same_run),
                    key: own, f"{reference}_{key}": base, "claimed": claimed,
                    "tolerance": tolerance}
         return measurement, numbers, ratio_verdict(ratios, claimed, tolerance)
