@@ -9,7 +9,7 @@ STAMP := $(VENV)/.installed
 TRAIN_ARGS ?=
 TEST_ARGS ?=
 
-.PHONY: setup corpus browser train test benchmark-smoke clean
+.PHONY: setup corpus browser train test benchmark-smoke leaderboard clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -44,6 +44,12 @@ test: setup browser
 ## Run every benchmark in smoke mode (about 5 minutes on 2 cores).
 benchmark-smoke: setup
 	$(BIN)/python -m pytest -q -m benchmark_smoke tests/test_benchmarks.py
+
+## Fill the leaderboard cell by cell (resumable; hours on 2 cores), then write its
+## table, verdicts and plots into the README. LEADERBOARD_ARGS: e.g. --seeds 0.
+LEADERBOARD_ARGS ?=
+leaderboard: setup
+	$(BIN)/python recipes/leaderboard.py --readme README.md $(LEADERBOARD_ARGS)
 
 clean:
 	rm -rf runs saved_models/*/ .pytest_cache
