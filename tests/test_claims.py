@@ -120,9 +120,8 @@ def test_ran_probe_writes_every_matrix_and_its_pattern(tiny_tokenizer, tmp_path)
         assert entry["size"] == patterns["size"] and 2 <= patterns["size"] <= 32
         assert 0.0 <= entry["diagonal"] <= entry["band"] <= 1.0 + 1e-6
         assert entry["causal"] == (entry["slot"] == "decoder_self")
-    assert sorted(result["files"]) == sorted(
-        f"ran/{e['slot']}_layer{e['layer']}_head{e['head']}.png"
-        for e in patterns["matrices"])
+    assert sorted(result["files"]) == ["ran/decoder_self.png", "ran/encoder_self.png"]
+    assert all((tmp_path / name).stat().st_size > 0 for name in result["files"])
     assert len(result["cross_attention_entropy"]) == 2
 
 

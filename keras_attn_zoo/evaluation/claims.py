@@ -274,9 +274,9 @@ def _branch_weights(model):
 
 
 def _ran_patterns(model, stats, out_dir, files):
-    """Pattern numbers of every RAN matrix and one heat map per (slot, layer, head)."""
+    """Pattern numbers of every RAN matrix and one grid of heat maps per slot."""
     from keras_attn_zoo.evaluation.attention import ran_matrices
-    from keras_attn_zoo.evaluation.plots import plot_alignment
+    from keras_attn_zoo.evaluation.plots import plot_attention_grid
 
     # The size a typical probed sentence sees: the median source (+EOS) and
     # decoder (BOS + pieces) lengths, the larger of the two.
@@ -287,8 +287,6 @@ def _ran_patterns(model, stats, out_dir, files):
     entries, summary = [], {}
     for slot, weights in matrices.items():  # [L, h, n, n]
         causal = slot == "decoder_self"
-        n = weights.shape[-1]
-        labels = [str(k) for k in range(n)]
         looks = []
         for layer in range(weights.shape[0]):
             for head in range(weights.shape[1]):
@@ -297,11 +295,11 @@ def _ran_patterns(model, stats, out_dir, files):
                                 **{k: (round(v, 4) if isinstance(v, float) else v)
                                    for k, v in numbers.items()}})
                 looks.append(numbers["looks_like_paper"])
-                name = f"ran/{slot}_layer{layer}_head{head}.png"
-                plot_alignment(weights[layer, head], labels, labels, out_dir / name,
-                               title=f"RAN {slot}, layer {layer}, head {head}: rows "
-                                     f"queries, columns keys ({n} tokens)")
-                files.append(name)
+        name = f"ran/{slot}.png"
+        plot_attention_grid(weights, out_dir / name,
+                            title=f"RAN {slot}: learned matrices at {weights.shape[-1]} "
+                                  "tokens (rows layers, columns heads)")
+        files.append(name)
         summary[slot] = {"matrices": len(looks),
                          "share_like_paper": round(float(np.mean(looks)), 4)}
     return {"size": size, "band": RAN_BAND, "lift_threshold": RAN_PATTERN_LIFT,
@@ -371,7 +369,8 @@ def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
         * RAN: ``"ran_matrix_patterns"`` (`attention_pattern` of every layer
           and head of each RAN stack at the probed sentences' median length,
           and per slot the share of matrices that look like the paper's) and
-          one heat map per matrix under ``ran/``;
+          one grid of heat maps per slot, ``ran/<slot>.png`` (rows layers,
+          columns heads);
         * RNNsearch: heat maps of its attention on the first three pairs under
           ``heatmaps/``.
     """

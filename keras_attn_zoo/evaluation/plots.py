@@ -338,3 +338,34 @@ def plot_score_against(rows, key, path, xlabel, metric="bleu"):
     path.parent.mkdir(parents=True, exist_ok=True)
     figure.savefig(path)
     return path
+
+
+def plot_attention_grid(weights, path, title=None):
+    """Attention matrices `[layers, heads, queries, keys]` as one grid of heat maps.
+
+    Rows are layers, columns heads; each panel's rows are queries and its
+    columns keys (a self-attention, e.g. RAN's learned matrices).
+
+    Returns:
+        The `pathlib.Path` written (parent directories created).
+    """
+    weights = np.asarray(weights, dtype=float)
+    layers, heads = weights.shape[:2]
+    figure = _figure(1.8 * heads + 0.6, 1.8 * layers + (0.5 if title else 0.2))
+    for layer in range(layers):
+        for head in range(heads):
+            axes = figure.add_subplot(layers, heads, layer * heads + head + 1)
+            axes.imshow(weights[layer, head], cmap="Greys", vmin=0.0, aspect="equal")
+            axes.set_xticks([])
+            axes.set_yticks([])
+            if layer == layers - 1:
+                axes.set_xlabel(f"head {head}: keys", fontsize=7)
+            if head == 0:
+                axes.set_ylabel(f"layer {layer}: queries", fontsize=7)
+    if title:
+        figure.suptitle(title, fontsize=9)
+    figure.tight_layout()
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path
