@@ -369,6 +369,9 @@ def run_cell(args, model, seed):
         "data", "epochs_completed", "learning_curve", "machine", "epsilon_proportion")})
     if results.get("epsilon_proportion") is not None:
         cell["eager"] = {"epsilon_share": results["epsilon_proportion"]}
+    # Every cell must share the vocabulary: its fingerprint is in the table's settings.
+    cell["vocabulary"] = hashlib.sha256(
+        (config.paths[0] / "vocab.model").read_bytes()).hexdigest()[:16]
     cell.update(evaluate(args, config, results, cell_dir, model))
     cell["wall_seconds"] = round(time.monotonic() - started, 1)
     write_atomically(path, json.dumps(cell, indent=2, ensure_ascii=False) + "\n")
@@ -513,8 +516,8 @@ def table_markdown(rows):
 
 def settings_of(cells):
     """What every cell shared (preset, budget, data, beam), from the cells themselves."""
-    keys = ("preset", "budget", "data", "beam_size", "length_penalty", "test_pairs",
-            "decode_batch", "decode_beam")
+    keys = ("preset", "budget", "data", "vocabulary", "beam_size", "length_penalty",
+            "test_pairs", "decode_batch", "decode_beam")
     return {key: sorted({str(c.get(key)) for c in cells}) for key in keys}
 
 
@@ -595,7 +598,8 @@ def section_markdown(rows, verdicts, settings, machines, files, results_dir, ima
         speed += "."
     lines = [
         f"Preset `{listed('preset')}`, budget {listed('budget')} per cell, data "
-        f"`{listed('data')}`, the same SentencePiece vocabulary for all; test BLEU/chrF "
+        f"`{listed('data')}`, SentencePiece vocabulary `{listed('vocabulary')}` (sha256 "
+        f"prefix; one for all); test BLEU/chrF "
         f"(sacreBLEU) on {listed('test_pairs')} sentences, beam {listed('beam_size')}; "
         f"mean ± standard deviation over seeds; Δ BLEU is the paired bootstrap against "
         f"the Transformer of the same seed.{speed} Generated from `{where}`.", "",

@@ -85,6 +85,7 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
     assert rows["transformer"]["bleu_std"] is not None
     assert rows["RNNsearch"]["bleu_std"] is None  # one seed: no spread
     assert document["verdicts"], "a verdict per claim"
+    assert len(document["settings"]["vocabulary"]) == 1  # one vocabulary for every cell
     for name in ("bleu_vs_params.png", "bleu_vs_decode_speed.png", "learning_curves.png"):
         assert (results / name).stat().st_size > 0
     section = (results / "leaderboard.md").read_text(encoding="utf-8")
