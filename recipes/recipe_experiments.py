@@ -346,6 +346,15 @@ def table_markdown(results):
             f"{_number((r.get('machine') or {}).get('matmul_gflops'), '.1f')} | "
             f"{_number(bleu, '.2f')} | {_number(r['valid'].get('chrf'), '.2f')} | "
             f"{_number(delta, '+.2f')} |")
+    # The same recipe under other seeds: how large a Δ seed noise alone makes.
+    for steps in sorted({budget for _, budget in defaults}, key=str):
+        seeds = sorted((seed, bleu) for (seed, budget), bleu in defaults.items()
+                       if budget == steps and bleu is not None)
+        if len(seeds) > 1:
+            values = [bleu for _, bleu in seeds]
+            lines += ["", f"Seed noise at {steps} steps: the default's dev BLEU is "
+                      + ", ".join(f"{bleu:.2f} (seed {seed})" for seed, bleu in seeds)
+                      + f", a spread of {max(values) - min(values):.2f}."]
     signatures = sorted({r["valid"].get("sacrebleu_signature") for r in results} - {None})
     searches = sorted({(r["valid"].get("beam_size"), r["valid"].get("length_penalty"))
                        for r in results} - {(None, None)})

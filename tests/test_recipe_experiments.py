@@ -158,6 +158,15 @@ def test_table_and_plot_from_the_result_files_alone(tmp_path):
     png = (results / "learning_curves.png").read_bytes()
     assert png.startswith(b"\x89PNG")
 
+    # A second seed of the default: its row and the seed noise under the table.
+    (results / "default-seed1-3000steps.json").write_text(json.dumps(
+        dict(fake_result("default", 9.25, 37.0, "(default)"), seed=1)))
+    assert RUNNER.main(["--table", "--results-dir", str(results)]) == 0
+    text = (results / "TABLE.md").read_text()
+    assert "| default (seed 1) | (default) | 3000 |" in text
+    assert ("Seed noise at 3000 steps: the default's dev BLEU is 10.00 (seed 0), "
+            "9.25 (seed 1), a spread of 0.75.") in text
+
 
 def test_cells_base_and_extra_cells_make_the_configs(tmp_path):
     args = RUNNER.parse_args([
