@@ -109,6 +109,15 @@ def _figure(width, height):
     return figure
 
 
+def _write_figure(figure, path):
+    """Lays the figure out and writes it (parent directories created); returns the path."""
+    figure.tight_layout()
+    path = pathlib.Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    figure.savefig(path)
+    return path
+
+
 def _save(figure, path, files):
     figure.tight_layout()
     figure.savefig(path)
@@ -302,11 +311,7 @@ def plot_learning_curves(curves, path, title=None, metric="bleu"):
             axes.legend(fontsize=7)
     if title:
         figure.suptitle(title, fontsize=10)
-    figure.tight_layout()
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    return path
+    return _write_figure(figure, path)
 
 
 def plot_score_against(rows, key, path, xlabel, metric="bleu"):
@@ -333,11 +338,7 @@ def plot_score_against(rows, key, path, xlabel, metric="bleu"):
     axes.set_xlabel(xlabel)
     axes.set_ylabel(f"test {'BLEU' if metric == 'bleu' else metric} (mean ± std over seeds)")
     axes.grid(alpha=0.3)
-    figure.tight_layout()
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    return path
+    return _write_figure(figure, path)
 
 
 def plot_attention_grid(weights, path, title=None):
@@ -364,8 +365,4 @@ def plot_attention_grid(weights, path, title=None):
                 axes.set_ylabel(f"layer {layer}: queries", fontsize=7)
     if title:
         figure.suptitle(title, fontsize=9)
-    figure.tight_layout()
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    figure.savefig(path)
-    return path
+    return _write_figure(figure, path)
