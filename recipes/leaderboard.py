@@ -531,6 +531,42 @@ def machines_of(cells):
             "load_average_at_start": [min(loads), max(loads)] if loads else None}
 
 
+def budget_evidence(cells):
+    """Why the budget, from the Transformer cells' dev curves: per seed, the dev chrF at
+    the curve's first point, near its middle step and at its end, and the rise per
+    1,000 steps over each half. A budget past the untrained regime rises steeply over
+    the first half and slowly over the second."""
+    evidence = []
+    for cell in sorted(cells, key=lambda c: c["seed"]):
+        curve = [p for p in cell.get("learning_curve") or [] if p.get("chrf") is not None]
+        if cell["model"] != BASELINE or len(curve) < 3:
+            continue
+        first, last = curve[0], curve[-1]
+        middle = min(curve[1:-1], key=lambda p: abs(p["step"] - last["step"] / 2))
+
+        def rise(a, b):
+            return round(1000 * (b["chrf"] - a["chrf"]) / (b["step"] - a["step"]), 2)
+
+        evidence.append({"seed": cell["seed"],
+                         "points": [{k: p[k] for k in ("step", "chrf")}
+                                    for p in (first, middle, last)],
+                         "chrf_per_1000_steps": [rise(first, middle), rise(middle, last)]})
+    return evidence
+
+
+def budget_markdown(evidence):
+    if not evidence:
+        return ""
+    seeds = "; ".join(
+        f"seed {e['seed']}: "
+        + ", ".join(f"{p['chrf']:.2f} at step {p['step']}" for p in e["points"])
+        + f" (+{e['chrf_per_1000_steps'][0]:.2f} then {e['chrf_per_1000_steps'][1]:+.2f} "
+          f"per 1,000 steps)"
+        for e in evidence)
+    return (f" The budget against the Transformer's dev chrF (first 100 valid sentences) "
+            f"- {seeds}.")
+
+
 def write_plots(results_dir, cells, rows):
     from keras_attn_zoo.evaluation.plots import plot_learning_curves
     from keras_attn_zoo.evaluation.plots import plot_score_against
@@ -566,6 +602,7 @@ def report(args, cells=None):
     verdicts = claims.claim_verdicts(stored)
     files = write_plots(args.results_dir, cells, rows)
     settings, machines = settings_of(cells), machines_of(cells)
+    settings["budget_evidence"] = budget_evidence(stored)
     text = section_markdown(rows, verdicts, settings, machines, files, args.results_dir,
                             pathlib.Path("."))
     document = {"settings": settings, "machines": machines, "rows": rows,
@@ -602,7 +639,8 @@ def section_markdown(rows, verdicts, settings, machines, files, results_dir, ima
         f"prefix; one for all); test BLEU/chrF "
         f"(sacreBLEU) on {listed('test_pairs')} sentences, beam {listed('beam_size')}; "
         f"mean ± standard deviation over seeds; Δ BLEU is the paired bootstrap against "
-        f"the Transformer of the same seed.{speed} Generated from `{where}`.", "",
+        f"the Transformer of the same seed.{speed}"
+        f"{budget_markdown(settings.get('budget_evidence'))} Generated from `{where}`.", "",
         table_markdown(rows), "**Claims**", "", claims.verdicts_markdown(verdicts)]
     for name in files.values():
         lines.append(f"![{name}]({(images / name).as_posix()})")

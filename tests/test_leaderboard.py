@@ -102,3 +102,24 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
     assert (results / "leaderboard.md").read_text(encoding="utf-8") == section
     skipped = run("--models", "transformer", "--seeds", "0")
     assert "finished before" in skipped
+
+
+def test_the_budget_is_explained_by_the_transformers_dev_curve(monkeypatch):
+    from tests.conftest import load_recipe
+
+    monkeypatch.syspath_prepend(str(REPO / "recipes"))  # leaderboard imports train_wmt
+    leaderboard = load_recipe("leaderboard")
+    curve = [{"step": 200, "chrf": 7.0}, {"step": 1000, "chrf": 19.0},
+             {"step": 1400, "chrf": 21.0}, {"step": 2000, "chrf": 22.2}]
+    cells = [{"model": "transformer", "seed": 1, "learning_curve": curve},
+             {"model": "transformer", "seed": 0, "learning_curve": curve[:2]},  # too short
+             {"model": "GMM", "seed": 0, "learning_curve": curve}]
+    evidence = leaderboard.budget_evidence(cells)
+    assert [e["seed"] for e in evidence] == [1]
+    # The middle point is the one nearest step 1000; rises per 1,000 steps per half.
+    assert [p["step"] for p in evidence[0]["points"]] == [200, 1000, 2000]
+    assert evidence[0]["chrf_per_1000_steps"] == [15.0, 3.2]
+    text = leaderboard.budget_markdown(evidence)
+    assert "seed 1: 7.00 at step 200, 19.00 at step 1000, 22.20 at step 2000" in text
+    assert "+15.00 then +3.20 per 1,000 steps" in text
+    assert leaderboard.budget_markdown([]) == ""
