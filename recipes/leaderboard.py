@@ -174,7 +174,7 @@ def shared_vocabulary(args, config):
     if not path.exists():
         corpus = load_corpus(config)
         args.output_dir.mkdir(parents=True, exist_ok=True)
-        temporary = path.with_name(path.name + ".tmp.model")
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp.model")
         train_sentencepiece(corpus.train, temporary, vocab_size=config.vocab_size)
         temporary.replace(path)
     return path

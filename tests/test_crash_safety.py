@@ -58,3 +58,13 @@ def test_sigkill_then_restart_resumes_from_the_last_checkpoint(tmp_path, tiny_pa
     assert results["steps"] == killed_at + 5
     print(f"killed with checkpoints {saved}; restarted at step {killed_at}, "
           f"finished at {results['steps']}")
+
+
+def test_write_atomically_replaces_whole_files_and_leaves_no_temporary(tmp_path):
+    from keras_attn_zoo.training.curve import write_atomically
+
+    path = tmp_path / "deep" / "cell.json"
+    write_atomically(path, "first\n")
+    write_atomically(path, b"second\n")
+    assert path.read_bytes() == b"second\n"
+    assert [p.name for p in path.parent.iterdir()] == ["cell.json"]

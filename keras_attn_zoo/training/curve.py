@@ -116,10 +116,11 @@ def curve_text(points):
 
 def write_atomically(path, content):
     """Writes `content` (text, or bytes) under a temporary name and renames it, so
-    that no reader ever sees a half-written file."""
+    that no reader ever sees a half-written file. The temporary name carries the
+    process id: two processes writing the same file do not write into each other's."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(path.name + ".tmp")
+    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
     if isinstance(content, bytes):
         temporary.write_bytes(content)
     else:
