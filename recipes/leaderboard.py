@@ -461,7 +461,11 @@ def _format_mean_std(mean, std, digits=2):
 
 
 def aggregate(cells, model_order):
-    """One row per model: means and spreads over its seeds, the paired tests per seed."""
+    """One row per model: means and spreads over its seeds, the paired tests per seed.
+    Its verdict against the Transformer needs `claims.MIN_SEEDS` seeds; fewer give an
+    inconclusive one, with the verdict they point to marked provisional."""
+    from keras_attn_zoo.evaluation.claims import MIN_SEEDS
+    from keras_attn_zoo.evaluation.significance import INCONCLUSIVE
     from keras_attn_zoo.evaluation.significance import compare_verdict
 
     rows = []
@@ -478,9 +482,12 @@ def aggregate(cells, model_order):
         if tests:
             differences = [t["bleu_difference"] for t in tests]
             p_values = [t["bleu_p_value"] for t in tests]
+            verdict = compare_verdict(differences, p_values)
+            if len(tests) < MIN_SEEDS and verdict != INCONCLUSIVE:
+                verdict = (f"{INCONCLUSIVE} (provisional: {verdict} on {len(tests)} of "
+                           f"{MIN_SEEDS} seeds)")
             row.update(bleu_difference=sum(differences) / len(differences),
-                       bleu_p_values=p_values,
-                       verdict_vs_transformer=compare_verdict(differences, p_values))
+                       bleu_p_values=p_values, verdict_vs_transformer=verdict)
         rows.append(row)
     return rows
 

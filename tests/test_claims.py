@@ -368,3 +368,14 @@ def test_speed_ratios_timed_in_one_process_win_over_separate_cells():
     ran = _row(claims.claim_verdicts(cells), "RAN-ALL decodes faster")
     assert ran["numbers"]["ratio"] == [1.0] * 3 and ran["numbers"]["same_process"]
     assert ran["verdict"] == NOT_CONFIRMED and "one process" in ran["measurement"]
+
+
+def test_fewer_than_three_seeds_give_a_provisional_verdict_only():
+    cells = _transformers() + [_cell("RAN-D", seed, **_versus(0.9, 0.01)) for seed in (0, 1)]
+    row = _row(claims.claim_verdicts(cells), "RAN-D >= Transformer")
+    assert row["verdict"] == INCONCLUSIVE and row["provisional"] == CONFIRMED
+    assert row["measurement"].endswith(
+        "Provisional: confirmed on 2 of the 3 seeds a verdict needs.")
+    cells.append(_cell("RAN-D", 2, **_versus(0.9, 0.01)))
+    row = _row(claims.claim_verdicts(cells), "RAN-D >= Transformer")
+    assert row["verdict"] == CONFIRMED and "provisional" not in row

@@ -104,11 +104,36 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
     assert "finished before" in skipped
 
 
-def test_the_budget_is_explained_by_the_transformers_dev_curve(monkeypatch):
+def _leaderboard(monkeypatch):
     from tests.conftest import load_recipe
 
     monkeypatch.syspath_prepend(str(REPO / "recipes"))  # leaderboard imports train_wmt
-    leaderboard = load_recipe("leaderboard")
+    return load_recipe("leaderboard")
+
+
+def test_the_table_decides_against_the_transformer_on_three_seeds_only(monkeypatch):
+    leaderboard = _leaderboard(monkeypatch)
+
+    def cell(model, seed, difference=None):
+        cell = {"model": model, "seed": seed, "params": 10, "steps": 2000, "bleu": 5.0,
+                "chrf": 20.0}
+        if difference is not None:
+            cell["versus_transformer"] = {"bleu_difference": difference,
+                                          "bleu_p_value": 0.001}
+        return cell
+
+    cells = [cell("transformer", s) for s in range(3)] + [
+        cell("GMM", s, 1.0) for s in range(2)]
+    row = leaderboard.aggregate(cells, ["transformer", "GMM"])[1]
+    assert row["verdict_vs_transformer"] == (
+        "inconclusive at this scale (provisional: confirmed on 2 of 3 seeds)")
+    row = leaderboard.aggregate(cells + [cell("GMM", 2, 1.0)], ["transformer", "GMM"])[1]
+    assert row["verdict_vs_transformer"] == "confirmed"
+    assert row["bleu_p_values"] == [0.001] * 3
+
+
+def test_the_budget_is_explained_by_the_transformers_dev_curve(monkeypatch):
+    leaderboard = _leaderboard(monkeypatch)
     curve = [{"step": 200, "chrf": 7.0}, {"step": 1000, "chrf": 19.0},
              {"step": 1400, "chrf": 21.0}, {"step": 2000, "chrf": 22.2}]
     cells = [{"model": "transformer", "seed": 1, "learning_curve": curve},

@@ -30,6 +30,11 @@ How verdicts are reached:
   seeds are for, not confirmed when most are against, else inconclusive.
 * A claim whose cells or fields are missing: inconclusive, with the
   measurement "not measured: <what is missing>".
+* A claim measured on fewer than `MIN_SEEDS` (3) seeds (for the RAN patterns,
+  pooled over the three RAN models: 3 cells): inconclusive; the verdict those
+  seeds would give is kept as provisional (``"provisional"`` in the row and a
+  sentence in the measurement), so a partly filled table says where it is
+  heading without deciding on one lucky seed.
 
 Thresholds (module constants) and where they come from:
 
@@ -136,6 +141,7 @@ from keras_attn_zoo.evaluation.significance import ratio_verdict
 BASELINE = "transformer"
 RAN_KEYS = ("RAN-E", "RAN-D", "RAN-ALL")
 
+MIN_SEEDS = 3
 COMPETITIVE_MARGIN_BLEU = 0.5
 RAN_SPEEDUP = 1.236
 RAN_BAND = 2
@@ -949,9 +955,27 @@ def claim_verdicts(cells):
             measurement, numbers, verdict = check(table)
         except NotMeasured as missing:
             measurement, numbers, verdict = f"not measured: {missing}", {}, INCONCLUSIVE
-        rows.append({"paper": paper, "claim": claim, "measurement": measurement,
-                     "numbers": numbers, "verdict": verdict})
+        row = {"paper": paper, "claim": claim, "measurement": measurement,
+               "numbers": numbers, "verdict": verdict}
+        runs = _trained_models_measured(numbers)
+        if runs is not None and runs < MIN_SEEDS and verdict != INCONCLUSIVE:
+            row.update(verdict=INCONCLUSIVE, provisional=verdict, measurement=(
+                f"{measurement} Provisional: {verdict} on {runs} of the {MIN_SEEDS} "
+                f"seeds a verdict needs."))
+        rows.append(row)
     return rows
+
+
+def _trained_models_measured(numbers):
+    """How many trained models a claim's numbers come from (its seeds; the cells of
+    a claim pooled over models), or None where the numbers do not say."""
+    if "seeds" in numbers:
+        return len(set(numbers["seeds"]))
+    if "per_seed" in numbers:
+        return len({entry["seed"] for entry in numbers["per_seed"]})
+    if "cells" in numbers:
+        return len(numbers["cells"])
+    return None
 
 
 def verdicts_markdown(verdicts):
