@@ -574,6 +574,20 @@ def budget_markdown(evidence):
             f"- {seeds}.")
 
 
+def probe_images(cells):
+    """`{label: path}` of the probes' images (RAN matrices, RNNsearch heat maps) of each
+    model's lowest seed, relative to the results directory."""
+    images = {}
+    for cell in sorted(cells, key=lambda c: c["seed"]):
+        if any(key.startswith(f"{cell['model']} ") for key in images):
+            continue
+        for name in (cell.get("probes") or {}).get("files", []):
+            if name.endswith(".png"):
+                images[f"{cell['model']} seed {cell['seed']}: {name}"] = (
+                    f"{cell['model']}/seed{cell['seed']}/probes/{name}")
+    return images
+
+
 def write_plots(results_dir, cells, rows):
     from keras_attn_zoo.evaluation.plots import plot_learning_curves
     from keras_attn_zoo.evaluation.plots import plot_score_against
@@ -610,6 +624,7 @@ def report(args, cells=None):
     files = write_plots(args.results_dir, cells, rows)
     settings, machines = settings_of(cells), machines_of(cells)
     settings["budget_evidence"] = budget_evidence(stored)
+    files.update(probe_images(cells))
     text = section_markdown(rows, verdicts, settings, machines, files, args.results_dir,
                             pathlib.Path("."))
     document = {"settings": settings, "machines": machines, "rows": rows,
@@ -649,8 +664,9 @@ def section_markdown(rows, verdicts, settings, machines, files, results_dir, ima
         f"the Transformer of the same seed.{speed}"
         f"{budget_markdown(settings.get('budget_evidence'))} Generated from `{where}`.", "",
         table_markdown(rows), "**Claims**", "", claims.verdicts_markdown(verdicts)]
-    for name in files.values():
-        lines.append(f"![{name}]({(images / name).as_posix()})")
+    for label, name in files.items():
+        alt = label if " seed " in label else name  # a probe's image says whose it is
+        lines.append(f"![{alt}]({(images / name).as_posix()})")
     return "\n".join(lines).rstrip() + "\n"
 
 

@@ -95,6 +95,11 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
     table = [line for line in section.splitlines() if line.startswith("| ")]
     assert table and all(line in text for line in table)  # the README shows the cells
     assert "![bleu_vs_params.png](results/bleu_vs_params.png)" in text
+    images = [(model, name) for (model, seed), cell in cells.items() if seed == 0
+              for name in cell["probes"]["files"] if name.endswith(".png")]
+    assert images, "the probes' images (RNNsearch's heat maps)"
+    for model, name in images:  # each model's lowest seed, shown in the README
+        assert f"(results/{model}/seed0/probes/{name})" in text
 
     # Resumable: finished cells are skipped; the report comes from the cell files alone.
     again = run("--models", "transformer,RNNsearch", "--seeds", "0,1", "--report-only")
