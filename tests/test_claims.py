@@ -326,7 +326,7 @@ def test_probe_based_claims():
              "matrices": [{"slot": "encoder_self", "lift": 0.5}]}
     flat = {"per_slot": {"decoder_self": {"matrices": 4, "share_like_paper": 0.25}},
             "matrices": [{"slot": "decoder_self", "lift": 0.1}]}
-    cells += [_cell("RAN-E", s, **probes(ran_matrix_patterns=local)) for s in range(2)]
+    cells += [_cell("RAN-E", s, **probes(ran_matrix_patterns=local)) for s in range(3)]
     cells += [_cell("RAN-D", 0, **probes(ran_matrix_patterns=flat))]
     verdicts = claims.claim_verdicts(cells)
     assert _row(verdicts, "entropy")["verdict"] == CONFIRMED  # 25% lower
@@ -335,7 +335,7 @@ def test_probe_based_claims():
     assert _row(verdicts, "κ and α")["verdict"] == CONFIRMED
     assert _row(verdicts, "word alignment")["verdict"] == CONFIRMED
     patterns = _row(verdicts, "patterns")
-    assert patterns["verdict"] == CONFIRMED and "2 of 3 cells" in patterns["measurement"]
+    assert patterns["verdict"] == CONFIRMED and "3 of 4 cells" in patterns["measurement"]
     # The issue's reading (lower layers on the Gaussian part) is the paper's opposite.
     for cell in cells:
         if cell["model"] == "GMM":
@@ -379,3 +379,10 @@ def test_fewer_than_three_seeds_give_a_provisional_verdict_only():
     cells.append(_cell("RAN-D", 2, **_versus(0.9, 0.01)))
     row = _row(claims.claim_verdicts(cells), "RAN-D >= Transformer")
     assert row["verdict"] == CONFIRMED and "provisional" not in row
+    # The RAN patterns pool the RAN models' cells, but still need three seeds.
+    local = {"per_slot": {"encoder_self": {"matrices": 4, "share_like_paper": 0.75}},
+             "matrices": [{"slot": "encoder_self", "lift": 0.5}]}
+    pooled = [_cell(model, 0, probes={"ran_matrix_patterns": local})
+              for model in ("RAN-E", "RAN-D", "RAN-ALL")]
+    row = _row(claims.claim_verdicts(pooled), "patterns")
+    assert row["verdict"] == INCONCLUSIVE and row["provisional"] == CONFIRMED

@@ -30,8 +30,8 @@ How verdicts are reached:
   seeds are for, not confirmed when most are against, else inconclusive.
 * A claim whose cells or fields are missing: inconclusive, with the
   measurement "not measured: <what is missing>".
-* A claim measured on fewer than `MIN_SEEDS` (3) seeds (for the RAN patterns,
-  pooled over the three RAN models: 3 cells): inconclusive; the verdict those
+* A claim measured on fewer than `MIN_SEEDS` (3) seeds (the RAN patterns, pooled
+  over the three RAN models, count their distinct seeds too): inconclusive; the verdict those
   seeds would give is kept as provisional (``"provisional"`` in the row and a
   sentence in the measurement), so a partly filled table says where it is
   heading without deciding on one lucky seed.
@@ -967,14 +967,13 @@ def claim_verdicts(cells):
 
 
 def _trained_models_measured(numbers):
-    """How many trained models a claim's numbers come from (its seeds; the cells of
-    a claim pooled over models), or None where the numbers do not say."""
+    """How many seeds a claim's numbers come from (a claim pooled over models, like
+    the RAN patterns, counts its distinct seeds too), or None where they do not say."""
     if "seeds" in numbers:
         return len(set(numbers["seeds"]))
-    if "per_seed" in numbers:
-        return len({entry["seed"] for entry in numbers["per_seed"]})
-    if "cells" in numbers:
-        return len(numbers["cells"])
+    for key in ("per_seed", "cells"):
+        if key in numbers:
+            return len({entry["seed"] for entry in numbers[key]})
     return None
 
 
