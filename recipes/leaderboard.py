@@ -465,7 +465,7 @@ def aggregate(cells, model_order):
     Its verdict against the Transformer needs `claims.MIN_SEEDS` seeds; fewer give an
     inconclusive one, with the verdict they point to marked provisional."""
     from keras_attn_zoo.evaluation.claims import MIN_SEEDS
-    from keras_attn_zoo.evaluation.significance import INCONCLUSIVE
+    from keras_attn_zoo.evaluation.claims import verdict_on_seeds
     from keras_attn_zoo.evaluation.significance import compare_verdict
 
     rows = []
@@ -482,10 +482,10 @@ def aggregate(cells, model_order):
         if tests:
             differences = [t["bleu_difference"] for t in tests]
             p_values = [t["bleu_p_value"] for t in tests]
-            verdict = compare_verdict(differences, p_values)
-            if len(tests) < MIN_SEEDS and verdict != INCONCLUSIVE:
-                verdict = (f"{INCONCLUSIVE} (provisional: {verdict} on {len(tests)} of "
-                           f"{MIN_SEEDS} seeds)")
+            verdict, provisional = verdict_on_seeds(compare_verdict(differences, p_values),
+                                                    len(tests))
+            if provisional is not None:
+                verdict += f" (provisional: {provisional} on {len(tests)} of {MIN_SEEDS} seeds)"
             row.update(bleu_difference=sum(differences) / len(differences),
                        bleu_p_values=p_values, verdict_vs_transformer=verdict)
         rows.append(row)
@@ -567,7 +567,7 @@ def budget_markdown(evidence):
     seeds = "; ".join(
         f"seed {e['seed']}: "
         + ", ".join(f"{p['chrf']:.2f} at step {p['step']}" for p in e["points"])
-        + f" (+{e['chrf_per_1000_steps'][0]:.2f} then {e['chrf_per_1000_steps'][1]:+.2f} "
+        + f" ({e['chrf_per_1000_steps'][0]:+.2f} then {e['chrf_per_1000_steps'][1]:+.2f} "
           f"per 1,000 steps)"
         for e in evidence)
     return (f" The budget against the Transformer's dev chrF (first 100 valid sentences) "
@@ -577,10 +577,11 @@ def budget_markdown(evidence):
 def probe_images(cells):
     """`{label: path}` of the probes' images (RAN matrices, RNNsearch heat maps) of each
     model's lowest seed, relative to the results directory."""
-    images = {}
+    images, shown = {}, set()
     for cell in sorted(cells, key=lambda c: c["seed"]):
-        if any(key.startswith(f"{cell['model']} ") for key in images):
+        if cell["model"] in shown:
             continue
+        shown.add(cell["model"])
         for name in (cell.get("probes") or {}).get("files", []):
             if name.endswith(".png"):
                 images[f"{cell['model']} seed {cell['seed']}: {name}"] = (

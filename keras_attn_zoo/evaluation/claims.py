@@ -957,16 +957,26 @@ def claim_verdicts(cells):
             measurement, numbers, verdict = f"not measured: {missing}", {}, INCONCLUSIVE
         row = {"paper": paper, "claim": claim, "measurement": measurement,
                "numbers": numbers, "verdict": verdict}
-        runs = _trained_models_measured(numbers)
-        if runs is not None and runs < MIN_SEEDS and verdict != INCONCLUSIVE:
-            row.update(verdict=INCONCLUSIVE, provisional=verdict, measurement=(
-                f"{measurement} Provisional: {verdict} on {runs} of the {MIN_SEEDS} "
+        seeds = _seeds_measured(numbers)
+        final, provisional = verdict_on_seeds(verdict, seeds)
+        if provisional is not None:
+            row.update(verdict=final, provisional=provisional, measurement=(
+                f"{measurement} Provisional: {provisional} on {seeds} of the {MIN_SEEDS} "
                 f"seeds a verdict needs."))
         rows.append(row)
     return rows
 
 
-def _trained_models_measured(numbers):
+def verdict_on_seeds(verdict, seeds):
+    """`(verdict, provisional)`: a decided verdict from fewer than `MIN_SEEDS` seeds
+    becomes inconclusive, the decided one kept as provisional (else None). `seeds`
+    None: the count is unknown, the verdict stands."""
+    if seeds is None or seeds >= MIN_SEEDS or verdict == INCONCLUSIVE:
+        return verdict, None
+    return INCONCLUSIVE, verdict
+
+
+def _seeds_measured(numbers):
     """How many seeds a claim's numbers come from (a claim pooled over models, like
     the RAN patterns, counts its distinct seeds too), or None where they do not say."""
     if "seeds" in numbers:
