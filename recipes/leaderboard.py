@@ -26,7 +26,8 @@ its checkpoint, so the table fills over several sessions. The table, the claims'
 verdicts and the plots (``leaderboard.md``/``.json``, ``bleu_vs_params.png``,
 ``bleu_vs_decode_speed.png``, ``learning_curves.png``) are regenerated from the cell
 files alone (``--report-only``); ``--readme README.md`` also rewrites the README's
-generated leaderboard section.
+generated leaderboard section. ``--retime-decoding`` times finished cells' decoding
+against speed peers trained after them, in one process, as a cell would have.
 
 Usage:
     python recipes/leaderboard.py                                 # 10 models x 3 seeds
@@ -112,6 +113,10 @@ def parse_args(argv=None):
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: the table, verdicts and plots from the cells")
     parser.add_argument("--readme", help="also rewrite this README's leaderboard section")
+    parser.add_argument("--retime-decoding", action="store_true",
+                        help="train nothing: time finished cells' decoding against the "
+                             "speed peers (Transformer, RNNsearch) they were not timed "
+                             "with, in one process; then the report")
     args, passthrough = parser.parse_known_args(argv)
     for flag in _OWN_FLAGS:
         if any(item == flag or item.startswith(flag + "=") for item in passthrough):
@@ -209,36 +214,43 @@ SPEED_PEERS = ("transformer", "RNNsearch")
 
 
 def _timed_search(translator, text, args, length_penalty):
-    """`(call, lengths of a first, tracing call)` of one translator's beam search."""
+    """`(call, translations of a first, tracing call)` of one translator's beam search;
+    `call()` gives the lengths."""
     import tensorflow as tf
 
     options = (tf.constant(args.decode_beam, tf.int32), tf.constant(length_penalty, tf.float32),
                tf.constant(translator.max_length_a, tf.float32),
                tf.constant(translator.max_length_b, tf.float32))
 
-    def call():
-        return translator.translate_with_options(text, *options)["length"].numpy()
+    def call(key="length"):
+        return translator.translate_with_options(text, *options)[key].numpy()
 
-    return call, call()
+    return call, [t.decode("utf-8") for t in call("translation")]
 
 
-def speed_peers(args, model_name, seed):
-    """`{peer: Translator}` of the trained speed peers of the same seed (their run dirs)."""
+def trained_translator(args, model_name, seed):
+    """The `Translator` of a cell's trained model (its run dir), or None when absent."""
     import keras
 
     from keras_attn_zoo.data.vocabulary import load_tokenizer
     from keras_attn_zoo.export import Translator
 
+    run_dir = args.output_dir / model_name / f"seed{seed}"
+    if not (run_dir / "model.keras").exists():
+        return None
+    config = cell_config(args, model_name, seed)
+    return Translator(keras.saving.load_model(run_dir / "model.keras"),
+                      load_tokenizer(run_dir / "vocab.model"), beam_size=config.beam_size,
+                      length_penalty=config.length_penalty)
+
+
+def speed_peers(args, model_name, seed, names=SPEED_PEERS):
+    """`{peer: Translator}` of the trained speed peers of the same seed (their run dirs)."""
     peers = {}
-    for peer in SPEED_PEERS:
-        run_dir = args.output_dir / peer / f"seed{seed}"
-        if peer == model_name or not (run_dir / "model.keras").exists():
-            continue
-        config = cell_config(args, peer, seed)
-        peers[peer] = Translator(keras.saving.load_model(run_dir / "model.keras"),
-                                 load_tokenizer(run_dir / "vocab.model"),
-                                 beam_size=config.beam_size,
-                                 length_penalty=config.length_penalty)
+    for peer in names:
+        translator = None if peer == model_name else trained_translator(args, peer, seed)
+        if translator is not None:
+            peers[peer] = translator
     return peers
 
 
@@ -247,7 +259,7 @@ def decoding_speed(args, translator, tokenizer, sources, length_penalty, peers=N
 
     `peers`: `{name: Translator}` timed on the same batch in the same rounds
     (median over `--decode-repeats` rounds each); their ratios go under
-    `decode_versus`.
+    `decode_versus`. Returns `(row, {name or None: translations of the batch})`.
     """
     import numpy as np
     import tensorflow as tf
@@ -261,7 +273,7 @@ def decoding_speed(args, translator, tokenizer, sources, length_penalty, peers=N
     for name, peer in (peers or {}).items():
         searches[name] = _timed_search(peer, text, args, peer.length_penalty)
     times = {name: [] for name in searches}
-    lengths = {name: first for name, (_, first) in searches.items()}
+    lengths = {}
     for _ in range(max(args.decode_repeats, 1)):
         for name, (call, _) in searches.items():
             started = time.perf_counter()
@@ -269,6 +281,7 @@ def decoding_speed(args, translator, tokenizer, sources, length_penalty, peers=N
             times[name].append(time.perf_counter() - started)
     seconds = {name: float(np.median(values)) for name, values in times.items()}
     own = seconds.pop(None)
+    translations = {name: first for name, (_, first) in searches.items()}
     row = {"decode_sentences_per_second": round(args.decode_batch / own, 2),
            "decode_source_tokens_per_second": round(source_tokens / own, 1),
            "decode_target_tokens_per_second": round(float(lengths[None].sum()) / own, 1),
@@ -281,7 +294,7 @@ def decoding_speed(args, translator, tokenizer, sources, length_penalty, peers=N
                    "ratio": round(value / own, 4),
                    "peer_mean_target_length": round(float(lengths[name].mean()), 2)}
             for name, value in seconds.items()}
-    return row
+    return row, translations
 
 
 def test_links(args, corpus, test):
@@ -335,7 +348,7 @@ def evaluate(args, config, results, cell_dir, model_name):
                      gzip.compress("".join(h + "\n" for h in hypotheses).encode("utf-8"),
                                    mtime=0))
     row.update(decoding_speed(args, translator, tokenizer, sources, config.length_penalty,
-                              speed_peers(args, model_name, config.seed)))
+                              speed_peers(args, model_name, config.seed))[0])
     links = test_links(args, corpus, test) if has_attention(model) else None
     make_batch = functools.partial(teacher_forcing_batch, sentencepiece_processor(tokenizer))
     row["probes"] = claims.probe_model(model, tokenizer, test, cell_dir / "probes",
@@ -378,6 +391,70 @@ def run_cell(args, model, seed):
     print(f"[{cell_name(model, seed)}] BLEU {cell['bleu']} chrF {cell['chrf']} -> {path}",
           flush=True)
     return cell
+
+
+def _agreement(translations, hypotheses):
+    """Share of the timed batch (the test sources, cycled) translated as the cell did."""
+    same = sum(t == hypotheses[i % len(hypotheses)] for i, t in enumerate(translations))
+    return round(same / len(translations), 4)
+
+
+def retime_decoding(args):
+    """Adds the same-process decoding ratios (`decode_versus`) that finished cells of
+    --models/--seeds lack because a speed peer's trained model was missing when the
+    cell ran (the peer trained later, or its run dir lost and retrained).
+
+    The cell's model and the peers, loaded from their run dirs, are timed on the cell's
+    batch in the same rounds, as a cell times them. The cell's own first timing stays;
+    each new entry says when and on which machine it was timed, and which share of the
+    batch each model translates as its cell did: a retrained peer stands for its cell's
+    model only as far as they agree.
+    """
+    import keras
+
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
+    from keras_attn_zoo.training.curve import write_atomically
+    from keras_attn_zoo.workflow import load_corpus
+
+    for seed in args.seeds:
+        for model in args.models:
+            path = args.results_dir / model / f"seed{seed}" / CELL_FILE
+            if not path.exists():
+                continue
+            cell = json.loads(path.read_text(encoding="utf-8"))
+            timed = cell.get("decode_versus") or {}
+            peers = speed_peers(args, model, seed,
+                                [p for p in SPEED_PEERS if p not in timed])
+            peers = {p: t for p, t in peers.items()
+                     if (args.results_dir / p / f"seed{seed}" / CELL_FILE).exists()}
+            if not peers:
+                continue
+            translator = trained_translator(args, model, seed)
+            if translator is None:
+                print(f"[{cell_name(model, seed)}] cannot retime: no model.keras in "
+                      f"{args.output_dir / model / f'seed{seed}'}", flush=True)
+                continue
+            config = cell_config(args, model, seed)
+            sources = [s for s, _ in load_corpus(config).test[:cell["test_pairs"]]]
+            tokenizer = load_tokenizer(config.paths[0] / "vocab.model")
+            row, translations = decoding_speed(args, translator, tokenizer, sources,
+                                               config.length_penalty, peers)
+            retimed = {"date": datetime.datetime.now().isoformat(timespec="seconds"),
+                       "command": command_line(), "machine": machine_speed(),
+                       "sentences_per_second": row["decode_sentences_per_second"],
+                       "agreement_with_cell": _agreement(
+                           translations[None], read_hypotheses(path.parent))}
+            for peer, entry in row["decode_versus"].items():
+                peer_hypotheses = read_hypotheses(args.results_dir / peer / f"seed{seed}")
+                timed[peer] = {**entry, "retimed": {
+                    **retimed, "peer_agreement_with_cell": _agreement(translations[peer],
+                                                                      peer_hypotheses)}}
+                print(f"[{cell_name(model, seed)}] decoding {entry['ratio']}x the "
+                      f"{peer}'s, timed in one process", flush=True)
+            cell["decode_versus"] = timed
+            write_atomically(path, json.dumps(cell, indent=2, ensure_ascii=False) + "\n")
+            keras.backend.clear_session()
+            gc.collect()
 
 
 # ---- the paired tests -------------------------------------------------------------------------
@@ -691,7 +768,9 @@ def command_line():
 
 def main(argv=None):
     args = parse_args(argv)
-    if not args.report_only:
+    if args.retime_decoding:
+        retime_decoding(args)
+    elif not args.report_only:
         import keras
 
         for seed in args.seeds:  # seed-major: every model gets its first seed first

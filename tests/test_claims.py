@@ -370,6 +370,19 @@ def test_speed_ratios_timed_in_one_process_win_over_separate_cells():
     assert ran["verdict"] == NOT_CONFIRMED and "one process" in ran["measurement"]
 
 
+def test_a_speed_ratio_timed_after_its_cells_says_how_far_the_models_still_agree():
+    retimed = {"agreement_with_cell": 1.0, "peer_agreement_with_cell": 0.97}
+    cells = [_cell("transformer", s, decode_sentences_per_second=8.0) for s in range(3)]
+    cells += [_cell("RAN-ALL", s, decode_sentences_per_second=10.0, decode_versus={
+        "transformer": {"ratio": 1.3, **({"retimed": retimed} if s == 1 else {})}})
+        for s in range(3)]
+    ran = _row(claims.claim_verdicts(cells), "RAN-ALL decodes faster")
+    assert ran["numbers"]["retimed_seeds"] == [1] and ran["verdict"] == CONFIRMED
+    assert ("Seed 1 timed after its cells (leaderboard --retime-decoding); share of the "
+            "timed batch translated as the cells did: RAN-ALL 100%, Transformer 97%."
+            ) in ran["measurement"]
+
+
 def test_fewer_than_three_seeds_give_a_provisional_verdict_only():
     cells = _transformers() + [_cell("RAN-D", seed, **_versus(0.9, 0.01)) for seed in (0, 1)]
     row = _row(claims.claim_verdicts(cells), "RAN-D >= Transformer")

@@ -108,6 +108,19 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
     skipped = run("--models", "transformer", "--seeds", "0")
     assert "finished before" in skipped
 
+    # A cell that ran before its speed peer is timed against it later, in one process,
+    # once; the rest of the cell stays as it was.
+    retimed = run("--models", "transformer", "--seeds", "0,1", "--retime-decoding")
+    assert "[transformer/seed0] decoding" in retimed and "seed1] decoding" not in retimed
+    cell = json.loads((results / "transformer/seed0/cell.json").read_text(encoding="utf-8"))
+    entry = cell["decode_versus"]["RNNsearch"]
+    assert entry["ratio"] > 0 and entry["retimed"]["machine"]["matmul_gflops"] > 0
+    for share in ("agreement_with_cell", "peer_agreement_with_cell"):
+        assert 0.0 <= entry["retimed"][share] <= 1.0
+    assert cell["bleu"] == cells["transformer", 0]["bleu"]
+    assert "] decoding" not in run("--models", "transformer", "--seeds", "0",
+                                 "--retime-decoding")
+
 
 def _leaderboard(monkeypatch):
     from tests.conftest import load_recipe

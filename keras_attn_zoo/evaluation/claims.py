@@ -606,7 +606,8 @@ def _speed_ratio(model, key, claimed, tolerance, what, reference=BASELINE):
         # leaderboard's `decode_versus`): the machine's load cancels out. Else the
         # two cells' own timings, which may have run under different loads.
         same_run = [_value(c, f"decode_versus.{reference}.ratio") for _, c, _ in paired]
-        if all(r is not None for r in same_run):
+        same_process = all(r is not None for r in same_run)
+        if same_process:
             ratios, how = [float(r) for r in same_run], "timed in one process, round by round"
         else:
             ratios = [float(c[key]) / float(b[key]) for _, c, b in paired]
@@ -619,8 +620,20 @@ def _speed_ratio(model, key, claimed, tolerance, what, reference=BASELINE):
                        f"{how}): {_spread(ratios, unit='x')} ({_name(model)} "
                        f"{_spread(own, 1)}, {_name(reference)} {_spread(base, 1)}); claimed "
                        f"{claimed}x, confirmed from {claimed * (1 - tolerance):.2f}x.")
+        # Timed after the cell ran (leaderboard --retime-decoding), maybe against a
+        # retrained peer: say how far both models still translate as their cells did.
+        retimed = [(s, _value(c, f"decode_versus.{reference}.retimed"))
+                   for s, c, _ in paired]
+        retimed = [(s, r) for s, r in retimed if r is not None and same_process]
+        if retimed:
+            measurement += (
+                f" Seed {', '.join(str(s) for s, _ in retimed)} timed after its cells "
+                f"(leaderboard --retime-decoding); share of the timed batch translated as "
+                f"the cells did: " + "; ".join(
+                    f"{_name(model)} {r['agreement_with_cell']:.0%}, {_name(reference)} "
+                    f"{r['peer_agreement_with_cell']:.0%}" for _, r in retimed) + ".")
         numbers = {"seeds": [s for s, _, _ in paired], "ratio": _rounded(ratios),
-                   "same_process": all(r is not None for r in same_run),
+                   "same_process": same_process, "retimed_seeds": [s for s, _ in retimed],
                    key: own, f"{reference}_{key}": base, "claimed": claimed,
                    "tolerance": tolerance}
         return measurement, numbers, ratio_verdict(ratios, claimed, tolerance)
