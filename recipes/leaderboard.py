@@ -669,6 +669,7 @@ def probe_images(cells):
 def write_plots(results_dir, cells, rows):
     from keras_attn_zoo.evaluation.plots import plot_learning_curves
     from keras_attn_zoo.evaluation.plots import plot_score_against
+    from keras_attn_zoo.models import MODEL_VARIANTS
 
     files = {}
     files["bleu_vs_params"] = plot_score_against(
@@ -676,12 +677,15 @@ def write_plots(results_dir, cells, rows):
     files["bleu_vs_decode_speed"] = plot_score_against(
         rows, "decode_sentences_per_second", results_dir / "bleu_vs_decode_speed.png",
         "decoding sentences/s (batch 100, beam 4)")
-    curves = {f"{c['model']} s{c['seed']}": c["learning_curve"] for c in cells
-              if c.get("learning_curve")}
+    order = {model: index for index, model in enumerate(MODEL_VARIANTS)}  # the table's
+    cells = sorted((c for c in cells if c.get("learning_curve")),
+                   key=lambda c: (order.get(c["model"], len(order)), c["seed"]))
+    curves = {f"{c['model']} s{c['seed']}": c["learning_curve"] for c in cells}
     if curves:
         files["learning_curves"] = plot_learning_curves(
             curves, results_dir / "learning_curves.png",
-            title="dev BLEU (first 100 valid sentences) of every cell")
+            title="dev BLEU (first 100 valid sentences) of every cell, one colour per model",
+            groups={f"{c['model']} s{c['seed']}": c["model"] for c in cells})
     return {name: path.name for name, path in files.items()}
 
 

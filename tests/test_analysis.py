@@ -272,6 +272,23 @@ def test_report_figures_are_written_and_listed(tmp_path):
 # ---- attention extraction ----------------------------------------------------------------------
 
 
+def test_learning_curves_of_many_seeds_share_a_colour_and_a_legend_entry_per_model():
+    from keras_attn_zoo.evaluation import plots
+
+    curve = [{"step": 100, "minutes": 1.0, "bleu": 1.0}, {"step": 200, "minutes": 2.0,
+                                                           "bleu": 2.0}]
+    names = {"transformer s0": "transformer", "transformer s1": "transformer",
+             "RAN-E s0": "RAN-E", "RAN-E s1": "RAN-E"}
+    figure = plots.learning_curves_figure({name: curve for name in names}, groups=names)
+    steps = figure.axes[1]
+    assert [t.get_text() for t in steps.get_legend().get_texts()] == ["transformer", "RAN-E"]
+    colours = [line.get_color() for line in steps.get_lines()]
+    assert colours[0] == colours[1] != colours[2] == colours[3]
+    # Without groups: a line and a legend entry per run.
+    figure = plots.learning_curves_figure({name: curve for name in names})
+    assert len(figure.axes[1].get_legend().get_texts()) == 4
+
+
 def test_attention_maps_of_every_slot_match_the_model():
     from keras_attn_zoo.evaluation.attention import ran_matrices
     from keras_attn_zoo.models import gmm_transformer

@@ -279,7 +279,7 @@ def draw_heatmaps(chosen, own, own_alignments, out, files, model=None,
 # ---- learning curves --------------------------------------------------------------------
 
 
-def plot_learning_curves(curves, path, title=None, metric="bleu"):
+def plot_learning_curves(curves, path, title=None, metric="bleu", groups=None):
     """Dev score against training minutes (left) and steps (right), one line per run.
 
     Args:
@@ -289,29 +289,43 @@ def plot_learning_curves(curves, path, title=None, metric="bleu"):
         path: the image written (format by suffix); parent directories are created.
         title: optional figure title.
         metric: the key plotted ("bleu" or "chrf").
+        groups: optional `{name: group}`: the runs of a group (a model's seeds)
+            share a colour and one legend entry, so that many runs stay readable.
 
     Returns:
         The `pathlib.Path` written.
     """
-    figure = _figure(11, 4.2)
+    return _write_figure(learning_curves_figure(curves, title, metric, groups), path)
+
+
+def learning_curves_figure(curves, title=None, metric="bleu", groups=None):
+    """The figure of `plot_learning_curves` (same arguments), not written."""
+    group_of, colours = groups or {}, {}
+    figure = _figure(12 if groups else 11, 4.2)
     label = "BLEU" if metric == "bleu" else "chrF" if metric == "chrf" else metric
     for position, axis in enumerate(("minutes", "step")):
         axes = figure.add_subplot(1, 2, position + 1)
+        labelled = set()
         for name, points in curves.items():
             points = [p for p in points if p.get(axis) is not None and p.get(metric) is not None]
             if not points:
                 continue
             points.sort(key=lambda p: p["step"])
+            group = group_of.get(name, name)
             axes.plot([p[axis] for p in points], [p[metric] for p in points],
-                      marker="o", markersize=3, label=name)
+                      marker="o", markersize=3, linewidth=1, color=colours.setdefault(
+                          group, f"C{len(colours) % 10}"),
+                      label=None if group in labelled else group)
+            labelled.add(group)
         axes.set_xlabel("training minutes" if axis == "minutes" else "steps")
         axes.set_ylabel(f"dev {label}")
         axes.grid(alpha=0.3)
-        if axes.get_legend_handles_labels()[0]:
-            axes.legend(fontsize=7)
+        if position == 1 and axes.get_legend_handles_labels()[0]:
+            # Outside the plot, right of the second panel: the curves stay visible.
+            axes.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     if title:
         figure.suptitle(title, fontsize=10)
-    return _write_figure(figure, path)
+    return figure
 
 
 def plot_score_against(rows, key, path, xlabel, metric="bleu"):
