@@ -611,7 +611,10 @@ def machines_of(cells):
              if c.get("machine") and c["machine"].get("matmul_gflops")]
     loads = [c["machine"]["load_average_1_5_15"][0] for c in cells
              if c.get("machine") and c["machine"].get("load_average_1_5_15")]
+    peaks = sorted({round(c["machine"]["hardware_peak_gflops"], 1) for c in cells
+                    if c.get("machine") and c["machine"].get("hardware_peak_gflops")})
     return {"matmul_gflops": [min(rates), max(rates)] if rates else None,
+            "hardware_peak_gflops": peaks,
             "load_average_at_start": [min(loads), max(loads)] if loads else None}
 
 
@@ -733,6 +736,10 @@ def section_markdown(rows, verdicts, settings, machines, files, results_dir, ima
     if machines["matmul_gflops"]:
         low, high = machines["matmul_gflops"]
         speed = f" Matmul rate of the machine while the cells ran: {low}-{high} GFLOP/s"
+        peaks = machines.get("hardware_peak_gflops") or []
+        if len(peaks) > 1:  # a speed column mixes machines: see each cell's `machine`
+            speed += (f" on {len(peaks)} kinds of machine (hardware peak "
+                      f"{' and '.join(f'{p:g}' for p in peaks)} GFLOP/s)")
         if machines["load_average_at_start"]:
             speed += (f", load average {machines['load_average_at_start'][0]}-"
                       f"{machines['load_average_at_start'][1]} at the start of a cell")

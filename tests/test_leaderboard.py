@@ -166,3 +166,18 @@ def test_the_budget_is_explained_by_the_transformers_dev_curve(monkeypatch):
     assert "seed 1: 7.00 at step 200, 19.00 at step 1000, 22.20 at step 2000" in text
     assert "+15.00 then +3.20 per 1,000 steps" in text
     assert leaderboard.budget_markdown([]) == ""
+
+
+def test_the_machines_behind_the_speed_columns_are_named(monkeypatch):
+    leaderboard = _leaderboard(monkeypatch)
+
+    def cell(peak, rate, load):
+        return {"machine": {"matmul_gflops": rate, "hardware_peak_gflops": peak,
+                            "load_average_1_5_15": [load, load, load]}}
+
+    machines = leaderboard.machines_of([cell(156.505856, 160.0, 2.4),
+                                        cell(332.306944, 205.0, 0.1),
+                                        cell(332.306944, 190.0, 2.2)])
+    assert machines == {"matmul_gflops": [160.0, 205.0],
+                        "hardware_peak_gflops": [156.5, 332.3],
+                        "load_average_at_start": [0.1, 2.4]}
