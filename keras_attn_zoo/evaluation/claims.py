@@ -628,8 +628,9 @@ def _speed_ratio(model, key, claimed, tolerance, what, reference=BASELINE):
         if retimed:
             measurement += (
                 f" Seed {', '.join(str(s) for s, _ in retimed)} timed after its cells "
-                f"(leaderboard --retime-decoding); share of the timed batch translated as "
-                f"the cells did: " + "; ".join(
+                f"(leaderboard --retime-decoding); share of the timed batch each model "
+                f"translates as its cell did (below 100%: retrained, not the model its "
+                f"cell scored): " + "; ".join(
                     f"{_name(model)} {r['agreement_with_cell']:.0%}, {_name(reference)} "
                     f"{r['peer_agreement_with_cell']:.0%}" for _, r in retimed) + ".")
         numbers = {"seeds": [s for s, _, _ in paired], "ratio": _rounded(ratios),
