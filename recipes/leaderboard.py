@@ -423,10 +423,10 @@ def retime_decoding(args):
                 continue
             cell = json.loads(path.read_text(encoding="utf-8"))
             timed = cell.get("decode_versus") or {}
-            peers = speed_peers(args, model, seed,
-                                [p for p in SPEED_PEERS if p not in timed])
-            peers = {p: t for p, t in peers.items()
-                     if (args.results_dir / p / f"seed{seed}" / CELL_FILE).exists()}
+            # Only peers with a cell of their own: their translations are compared.
+            peers = speed_peers(args, model, seed, [
+                p for p in SPEED_PEERS if p not in timed
+                and (args.results_dir / p / f"seed{seed}" / CELL_FILE).exists()])
             if not peers:
                 continue
             translator = trained_translator(args, model, seed)
