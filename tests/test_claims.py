@@ -270,14 +270,18 @@ def test_speed_ratios_are_paired_by_seed():
 def test_eager_bleu_gap(gap, expected):
     cells = [_cell("RNNsearch", s, bleu=20.0, params=100) for s in range(3)]
     cells += [_cell("eager", s, bleu=20.0 * (1 - gap), params=110,
-                    eager={"epsilon_share": 0.2}) for s in range(3)]
+                    eager={"epsilon_share": 0.2},
+                    config={"aligned_batching": s > 0}) for s in range(3)]
     verdicts = claims.claim_verdicts(cells)
     row = _row(verdicts, "BLEU at most 4.8% below an attention model")
     assert row["verdict"] == expected
     assert row["numbers"]["relative_gap"] == pytest.approx([gap] * 3)
     assert _row(verdicts, "BLEU at most 4.8% below the Transformer")[
         "verdict"] == INCONCLUSIVE  # no Transformer cells
-    assert _row(verdicts, "ε share")["verdict"] == CONFIRMED
+    epsilon = _row(verdicts, "ε share")
+    assert epsilon["verdict"] == CONFIRMED
+    assert epsilon["numbers"]["aligned_batching_seeds"] == 2
+    assert "on 2 of 3 seeds" in epsilon["measurement"]
 
 
 def _curve(bleus, every=200):
