@@ -534,8 +534,9 @@ def training_run(config, machine=None):
         curve.begin()
     summary, training_data = train(config, model, optimizer, strategy, corpus, tokenizer,
                                    monitors=monitors)
-    if curve is not None:
-        curve.finish(summary.steps)
+    # A resumed run's `train_seconds` are this session's; the curve's clock
+    # counts every session (data preparation and dev evaluations included).
+    clock = curve.finish(summary.steps) if curve is not None else None
     machine = dict(machine or {}, load_average_after_training=load_average())
 
     results = {
@@ -552,6 +553,7 @@ def training_run(config, machine=None):
         "train_target_tokens_per_second": round(summary.target_tokens_per_second, 1),
         "final_loss": summary.final_loss,
         "resumed_from_step": summary.resumed_from_step,
+        "training_clock_seconds": round(clock["seconds"], 1) if clock else None,
         "pairs_dropped_too_long": training_data.dropped_too_long,
         "log_dir": str(log_dir),
         "export_path": None,

@@ -379,7 +379,8 @@ def run_cell(args, model, seed):
                        if not k.endswith(("_src", "_tgt"))}}
     cell.update({key: results.get(key) for key in (
         "params", "steps", "train_seconds", "train_target_tokens_per_second", "final_loss",
-        "data", "epochs_completed", "learning_curve", "machine", "epsilon_proportion")})
+        "data", "epochs_completed", "learning_curve", "machine", "epsilon_proportion",
+        "resumed_from_step", "training_clock_seconds")})
     if results.get("epsilon_proportion") is not None:
         cell["eager"] = {"epsilon_share": results["epsilon_proportion"]}
     # Every cell must share the vocabulary: its fingerprint is in the table's settings.

@@ -69,6 +69,10 @@ def test_sigkill_then_restart_resumes_from_the_last_checkpoint(tmp_path, tiny_pa
     # Lost at most one checkpoint interval: it restarted from the newest one.
     assert results["resumed_from_step"] == killed_at
     assert results["steps"] == killed_at + 5
+    # train_seconds are the second session's; the clock adds the first one's.
+    first_session = json.loads((run_dir / "progress.json").read_text())[str(killed_at)]
+    assert results["training_clock_seconds"] >= first_session["seconds"] + results[
+        "train_seconds"] - 0.2
     print(f"killed after the checkpoint of step {killed_at}; "
           f"finished at {results['steps']}")
 

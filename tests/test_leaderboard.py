@@ -64,6 +64,9 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
         assert cell["learning_curve"], "the dev curve of the cell"
         assert sum(b["sentences"] for b in cell["bleu_by_source_length"]) == 8
         assert "probes" in cell
+        # Trained in one session: the clock of all sessions starts before training.
+        assert cell["resumed_from_step"] == 0
+        assert cell["training_clock_seconds"] >= cell["train_seconds"] - 0.1
     # Different seeds train different models.
     assert cells["transformer", 0]["final_loss"] != cells["transformer", 1]["final_loss"]
     # The paired bootstrap against the Transformer of the same seed.
