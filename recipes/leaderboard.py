@@ -154,6 +154,12 @@ def cell_name(model, seed):
     return f"{model}/seed{seed}"
 
 
+def cell_dir(root, model, seed):
+    """`<root>/<model>/seed<seed>`: a cell's run dir (root `--output-dir`) or its
+    result files (root `--results-dir`)."""
+    return root / model / f"seed{seed}"
+
+
 def cell_config(args, model, seed):
     """The cell's `RunConfig`, parsed by train_wmt's own parser."""
     from keras_attn_zoo.models import MODEL_VARIANTS
@@ -164,7 +170,7 @@ def cell_config(args, model, seed):
     budget = (["--max-steps", str(args.steps)] if args.steps is not None
               else ["--time-budget-minutes", str(args.budget_minutes)])
     argv = ["--model", builder, "--model-options", model_options, "--preset", args.preset,
-            "--seed", str(seed), "--output-dir", str(args.output_dir / model / f"seed{seed}"),
+            "--seed", str(seed), "--output-dir", str(cell_dir(args.output_dir, model, seed)),
             "--name", f"leaderboard-{model}-seed{seed}", "--no-export", "--quiet",
             *budget, *VARIANT_FLAGS.get(model, []), *args.passthrough]
     return parse_train_args(argv)
@@ -235,7 +241,7 @@ def trained_translator(args, model_name, seed):
     from keras_attn_zoo.data.vocabulary import load_tokenizer
     from keras_attn_zoo.export import Translator
 
-    run_dir = args.output_dir / model_name / f"seed{seed}"
+    run_dir = cell_dir(args.output_dir, model_name, seed)
     if not (run_dir / "model.keras").exists():
         return None
     config = cell_config(args, model_name, seed)
@@ -309,7 +315,7 @@ def test_links(args, corpus, test):
         return None
 
 
-def evaluate(args, config, results, cell_dir, model_name):
+def evaluate(args, config, results, directory, model_name):
     """Translations, scores, decoding speed and probes of the trained model."""
     import keras
 
@@ -343,15 +349,15 @@ def evaluate(args, config, results, cell_dir, model_name):
                beam_size=config.beam_size, length_penalty=config.length_penalty)
     buckets = length_buckets([len(s.split()) for s in sources], LENGTH_BOUNDARIES)
     row["bleu_by_source_length"] = scores_by_bucket(hypotheses, references, buckets)
-    cell_dir.mkdir(parents=True, exist_ok=True)
-    write_atomically(cell_dir / HYPOTHESES_FILE,
+    directory.mkdir(parents=True, exist_ok=True)
+    write_atomically(directory / HYPOTHESES_FILE,
                      gzip.compress("".join(h + "\n" for h in hypotheses).encode("utf-8"),
                                    mtime=0))
     row.update(decoding_speed(args, translator, tokenizer, sources, config.length_penalty,
                               speed_peers(args, model_name, config.seed))[0])
     links = test_links(args, corpus, test) if has_attention(model) else None
     make_batch = functools.partial(teacher_forcing_batch, sentencepiece_processor(tokenizer))
-    row["probes"] = claims.probe_model(model, tokenizer, test, cell_dir / "probes",
+    row["probes"] = claims.probe_model(model, tokenizer, test, directory / "probes",
                                        model_name=model_name, make_batch=make_batch,
                                        source_links=links)
     return row
@@ -361,8 +367,8 @@ def run_cell(args, model, seed):
     """Trains, evaluates and probes one cell unless its file exists; returns the cell."""
     from keras_attn_zoo.training.curve import write_atomically
 
-    cell_dir = args.results_dir / model / f"seed{seed}"
-    path = cell_dir / CELL_FILE
+    directory = cell_dir(args.results_dir, model, seed)
+    path = directory / CELL_FILE
     if path.exists():
         print(f"[{cell_name(model, seed)}] finished before: {path}", flush=True)
         return json.loads(path.read_text(encoding="utf-8"))
@@ -386,7 +392,7 @@ def run_cell(args, model, seed):
     # Every cell must share the vocabulary: its fingerprint is in the table's settings.
     cell["vocabulary"] = hashlib.sha256(
         (config.paths[0] / "vocab.model").read_bytes()).hexdigest()[:16]
-    cell.update(evaluate(args, config, results, cell_dir, model))
+    cell.update(evaluate(args, config, results, directory, model))
     cell["wall_seconds"] = round(time.monotonic() - started, 1)
     write_atomically(path, json.dumps(cell, indent=2, ensure_ascii=False) + "\n")
     print(f"[{cell_name(model, seed)}] BLEU {cell['bleu']} chrF {cell['chrf']} -> {path}",
@@ -419,7 +425,7 @@ def retime_decoding(args):
 
     for seed in args.seeds:
         for model in args.models:
-            path = args.results_dir / model / f"seed{seed}" / CELL_FILE
+            path = cell_dir(args.results_dir, model, seed) / CELL_FILE
             if not path.exists():
                 continue
             cell = json.loads(path.read_text(encoding="utf-8"))
@@ -427,7 +433,7 @@ def retime_decoding(args):
             # Only peers with a cell of their own: their translations are compared.
             peers = speed_peers(args, model, seed, [
                 p for p in SPEED_PEERS if p not in timed
-                and (args.results_dir / p / f"seed{seed}" / CELL_FILE).exists()])
+                and (cell_dir(args.results_dir, p, seed) / CELL_FILE).exists()])
             if not peers:
                 continue
             translator = trained_translator(args, model, seed)
@@ -446,7 +452,7 @@ def retime_decoding(args):
                        "agreement_with_cell": _agreement(
                            translations[None], read_hypotheses(path.parent))}
             for peer, entry in row["decode_versus"].items():
-                peer_hypotheses = read_hypotheses(args.results_dir / peer / f"seed{seed}")
+                peer_hypotheses = read_hypotheses(cell_dir(args.results_dir, peer, seed))
                 timed[peer] = {**entry, "retimed": {
                     **retimed, "peer_agreement_with_cell": _agreement(translations[peer],
                                                                       peer_hypotheses)}}
@@ -461,8 +467,8 @@ def retime_decoding(args):
 # ---- the paired tests -------------------------------------------------------------------------
 
 
-def read_hypotheses(cell_dir):
-    text = gzip.decompress((cell_dir / HYPOTHESES_FILE).read_bytes()).decode("utf-8")
+def read_hypotheses(directory):
+    text = gzip.decompress((directory / HYPOTHESES_FILE).read_bytes()).decode("utf-8")
     return text.split("\n")[:-1]
 
 
