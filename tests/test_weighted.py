@@ -18,6 +18,7 @@ from keras_attn_zoo.models.weighted_transformer import branched_layers
 from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 from keras_attn_zoo.training import Trainer
+from keras_attn_zoo.training.seeding import seed_everything
 from keras_attn_zoo.optimizers import BranchWeightAdam
 from keras_attn_zoo.optimizers import SimplexProjection
 from keras_attn_zoo.optimizers import port_branch_weight_schedule
@@ -362,6 +363,7 @@ def test_training_keeps_weights_on_the_simplex_and_lowers_the_loss(
     tiny_data, parameterization
 ):
     dataset, vocab = tiny_data
+    seed_everything(0)
     model = weighted_transformer(
         vocab, preset="tiny", num_heads=4, weight_parameterization=parameterization
     )
@@ -382,7 +384,11 @@ def test_training_keeps_weights_on_the_simplex_and_lowers_the_loss(
         for key in ("kappa", "alpha"):
             assert_on_simplex(weights[key])
             moved = max(moved, np.abs(np.subtract(weights[key], before[name][key])).max())
-    assert moved > 0.01, after
+    # κ/α are trained, not frozen: float noise is ~1e-7. Over seeds 0-5 the
+    # largest move was 0.018-0.038 (softmax: the softmax damps the logits'
+    # 0.08-0.16 move) and 0.083-0.117 (projection); an unseeded CI run once
+    # moved 0.0099, so the bound sits well below both.
+    assert moved > 1e-3, after
     if parameterization == "projection":
         raw = [v.numpy() for v in model.trainable_weights
                if v.path.endswith(("/kappa", "/alpha"))]
