@@ -18,7 +18,6 @@ from keras_attn_zoo.models.weighted_transformer import branched_layers
 from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 from keras_attn_zoo.training import Trainer
-from keras_attn_zoo.training.seeding import seed_everything
 from keras_attn_zoo.optimizers import BranchWeightAdam
 from keras_attn_zoo.optimizers import SimplexProjection
 from keras_attn_zoo.optimizers import port_branch_weight_schedule
@@ -363,7 +362,6 @@ def test_training_keeps_weights_on_the_simplex_and_lowers_the_loss(
     tiny_data, parameterization
 ):
     dataset, vocab = tiny_data
-    seed_everything(0)
     model = weighted_transformer(
         vocab, preset="tiny", num_heads=4, weight_parameterization=parameterization
     )
