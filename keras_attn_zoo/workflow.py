@@ -66,6 +66,8 @@ from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.curve import LearningCurve
 from keras_attn_zoo.training.curve import curve_text
 from keras_attn_zoo.training.curve import write_atomically
+from keras_attn_zoo.training.early_stopping import METRICS as EARLY_STOPPING_METRICS
+from keras_attn_zoo.training.early_stopping import EarlyStopping
 from keras_attn_zoo.training.strategy import is_chief
 from keras_attn_zoo.training.seeding import seed_everything
 
@@ -117,6 +119,16 @@ class RunConfig:
     checkpoint_every: int = 500
     eval_every: int = 200
     no_monitoring: bool = False
+    # Early stopping on the valid split (`training.early_stopping`): evaluate
+    # every `valid_every` steps (0: never; then the last weights are exported),
+    # stop after `patience` evaluations without an improvement of
+    # `min_improvement` (0: never stop), evaluate and export the best weights.
+    valid_every: int = 500
+    valid_metric: str = "bleu"
+    patience: int = 4
+    min_improvement: float = 0.0
+    valid_sentences: Optional[int] = None  # the first N valid pairs; None: all
+    valid_beam_size: int = 1
     # The paper's aligned stream, for a model that carries a training state
     # (flag: --eager-aligned-batching).
     aligned_batching: bool = False
@@ -174,6 +186,14 @@ def check_run_options(config):
     if config.ema_momentum and config.average_checkpoints:
         raise SystemExit("--ema-momentum and --average-checkpoints both replace the "
                          "trained weights by an average; choose one.")
+    if config.valid_every < 0 or config.patience < 0:
+        raise SystemExit(f"--valid-every and --patience must be >= 0 (0: off), got "
+                         f"{config.valid_every} and {config.patience}.")
+    if config.valid_metric not in EARLY_STOPPING_METRICS:
+        raise SystemExit(f"--valid-metric must be one of {EARLY_STOPPING_METRICS}, got "
+                         f"{config.valid_metric!r}.")
+    if config.valid_sentences is not None and config.valid_sentences < 1:
+        raise SystemExit(f"--valid-sentences must be >= 1, got {config.valid_sentences}.")
 
 
 def check_checkpoints_to_average(config):
@@ -326,13 +346,34 @@ def trainer_xla(config):
     return resolve_jit_compile(XLA_SETTINGS[config.xla])
 
 
-def default_monitors(config, model, tokenizer, valid):
-    """The run's monitoring callbacks on the `valid` pairs (none with `no_monitoring`)."""
+def default_monitors(config, model, tokenizer, valid, dev_translation=True):
+    """The run's monitoring callbacks on the `valid` pairs (none with `no_monitoring`).
+
+    `dev_translation=False` leaves out the dev BLEU monitor (early stopping
+    evaluates the valid split itself)."""
     if config.no_monitoring:
         return []
     return default_callbacks(model, tokenizer, valid, every=config.eval_every,
                              beam_size=config.beam_size,
-                             length_penalty=config.length_penalty)
+                             length_penalty=config.length_penalty,
+                             dev_translation=dev_translation)
+
+
+def early_stopping(config, model, tokenizer, valid):
+    """The run's `EarlyStopping` callback, or None (`valid_every=0`, or no valid pairs:
+    then the last weights are evaluated and exported, and the run says so)."""
+    if not config.valid_every:
+        return None
+    if not valid:
+        print("early stopping: off, the data has no valid split (--valid-src/--valid-tgt "
+              "for --data files); the last weights are evaluated and exported")
+        return None
+    return EarlyStopping(
+        model, tokenizer, valid, config.paths[0], every=config.valid_every,
+        metric=config.valid_metric, patience=config.patience,
+        min_improvement=config.min_improvement, max_sentences=config.valid_sentences,
+        beam_size=config.valid_beam_size, length_penalty=config.length_penalty,
+        keep_best=max(1, config.average_checkpoints))
 
 
 def train(config, model, optimizer, strategy, corpus, tokenizer, monitors=None):
@@ -391,8 +432,13 @@ def train(config, model, optimizer, strategy, corpus, tokenizer, monitors=None):
 # ---- the weights to evaluate and export ----------------------------------------------------
 
 
-def final_weights(config, model, optimizer):
-    """Puts the averaged weights in `model` (after training); returns results entries.
+def final_weights(config, model, optimizer, stopper=None):
+    """Puts the weights to evaluate in `model` (after training); returns results entries.
+
+    With early stopping (`stopper`, an `EarlyStopping` that evaluated at least
+    once): the best evaluation's weights, or with `average_checkpoints=N` the
+    mean of the N best evaluations' (with `ema_momentum` the best checkpoints
+    hold the moving average already). Otherwise:
 
     `average_checkpoints=N`: the mean of the run's last N checkpoints (the
     `Trainer` kept them); `ema_momentum`: the optimizer's moving average
@@ -402,6 +448,20 @@ def final_weights(config, model, optimizer):
     checkpoints on disk are left as they are, so the run's last checkpoint
     keeps the raw trained weights.
     """
+    if stopper is not None and stopper.kept:
+        count = max(1, config.average_checkpoints)
+        try:
+            steps = stopper.restore_best(model, count)
+        except ValueError as error:
+            raise SystemExit(f"--average-checkpoints {count} with early stopping: "
+                             f"{error} The trained model is saved: rerun with a smaller "
+                             "N.") from error
+        what = "moving average" if config.ema_momentum else "weights"
+        print(f"{what} of the best valid {stopper.metric} "
+              + (f"(step {steps[0]})" if count == 1 else
+                 f"(the mean of the {count} best, steps {', '.join(map(str, steps))})"))
+        return {"averaged_checkpoints": count if count > 1 else 0,
+                "evaluated_steps": steps}
     if config.average_checkpoints:
         directory = config.paths[0] / "checkpoints"
         available = latest_checkpoints(directory, config.average_checkpoints)
@@ -492,18 +552,23 @@ def export(config, model, tokenizer, results):
     return results
 
 
-def learning_curve_outputs(config, points):
+def learning_curve_outputs(config, points, stopper=None):
     """Prints the dev learning curve and draws it (`learning_curve.png` in the run
-    directory); returns the results entries."""
+    directory, BLEU and chrF, the best step marked); returns the results entries."""
     if not points:
         return {"learning_curve": []}
-    from keras_attn_zoo.evaluation.plots import plot_learning_curves
+    from keras_attn_zoo.evaluation.plots import plot_run_curve
 
-    print(curve_text(points))
-    path = plot_learning_curves({config.run_name: points},
-                                config.paths[0] / "learning_curve.png",
-                                title=f"{config.run_name}: dev BLEU (first 100 valid "
-                                      "sentences, beam search)")
+    if stopper is not None:
+        search = "greedy" if stopper.beam_size == 1 else f"beam {stopper.beam_size}"
+        what = f"{len(stopper.pairs)} valid sentences, {search}"
+    else:
+        what = f"first 100 valid sentences, beam {config.beam_size}"
+    print(curve_text(points, what))
+    best = stopper.best_step if stopper is not None else None
+    path = plot_run_curve(points, config.paths[0] / "learning_curve.png", best_step=best,
+                          metric=stopper.metric if stopper is not None else None,
+                          title=f"{config.run_name}: dev scores ({what})")
     return {"learning_curve": points, "learning_curve_png": str(path)}
 
 
@@ -526,7 +591,9 @@ def training_run(config, machine=None):
     corpus, tokenizer = prepare_data(config)
     strategy = select_strategy(config.strategy)
     model, optimizer = build(config, tokenizer, strategy)
-    monitors = default_monitors(config, model, tokenizer, corpus.valid)
+    stopper = early_stopping(config, model, tokenizer, corpus.valid)
+    monitors = ([stopper] if stopper else []) + default_monitors(
+        config, model, tokenizer, corpus.valid, dev_translation=stopper is None)
     curve = None
     if is_chief(strategy) and monitors:
         curve = LearningCurve(monitors, output_dir, config.checkpoint_every)
@@ -552,6 +619,7 @@ def training_run(config, machine=None):
         "train_seconds": round(summary.train_seconds, 1),
         "train_target_tokens_per_second": round(summary.target_tokens_per_second, 1),
         "final_loss": summary.final_loss,
+        "stop_reason": summary.stop_reason,
         "resumed_from_step": summary.resumed_from_step,
         "training_clock_seconds": round(clock["seconds"], 1) if clock else None,
         "pairs_dropped_too_long": training_data.dropped_too_long,
@@ -565,9 +633,15 @@ def training_run(config, machine=None):
     }
     if not is_chief(strategy):
         return results
+    if stopper is not None:
+        results.update(stopper.summary())
+        # This session's evaluation seconds over its training seconds (which
+        # include them): the cost of early stopping.
+        results["early_stopping"]["session_time_share"] = round(
+            stopper.seconds_spent / max(summary.train_seconds, 1e-9), 4)
     if curve is not None:
-        results.update(learning_curve_outputs(config, curve.points()))
-    results.update(final_weights(config, model, optimizer))
+        results.update(learning_curve_outputs(config, curve.points(), stopper))
+    results.update(final_weights(config, model, optimizer, stopper))
     results.update(evaluate(config, model, tokenizer, corpus.test))
     results["machine"] = dict(machine, load_average_at_end=load_average())
     return export(config, model, tokenizer, results)

@@ -109,6 +109,26 @@ def parse_args(argv=None):
     p.add_argument("--no-monitoring", action="store_true",
                    help="no dev evaluation, attention images, gate or kappa/alpha "
                         "summaries during training (the loss scalars stay)")
+    stop = p.add_argument_group(
+        "early stopping on the valid split (the best weights are evaluated and exported)")
+    stop.add_argument("--valid-every", type=int, default=RunConfig.valid_every,
+                      metavar="N", help="evaluate the valid split every N steps "
+                      f"(default {RunConfig.valid_every}; 0: never, export the last weights)")
+    stop.add_argument("--valid-metric", default=RunConfig.valid_metric,
+                      choices=["bleu", "chrf"],
+                      help=f"sacreBLEU metric that ranks the evaluations "
+                           f"(default {RunConfig.valid_metric})")
+    stop.add_argument("--patience", type=int, default=RunConfig.patience, metavar="K",
+                      help="stop after K evaluations in a row without an improvement "
+                           f"(default {RunConfig.patience}; 0: never stop early)")
+    stop.add_argument("--min-improvement", type=float, default=RunConfig.min_improvement,
+                      help="the improvement that resets the patience (default "
+                           f"{RunConfig.min_improvement})")
+    stop.add_argument("--valid-sentences", type=int, default=RunConfig.valid_sentences,
+                      metavar="N", help="evaluate the first N valid pairs (default: all)")
+    stop.add_argument("--valid-beam-size", type=int, default=RunConfig.valid_beam_size,
+                      help="search of the valid evaluations (default "
+                           f"{RunConfig.valid_beam_size}: greedy)")
     p.add_argument("--eager-aligned-batching", action="store_true",
                    help="eager_translator only: train on the paper's aligned stream "
                         "(LSTM state carried across BPTT windows) instead of "

@@ -328,6 +328,43 @@ def learning_curves_figure(curves, title=None, metric="bleu", groups=None):
     return figure
 
 
+def plot_run_curve(points, path, best_step=None, metric=None, title=None):
+    """One run's dev BLEU and chrF against steps, the best step marked.
+
+    Args:
+        points: `[{"step", "bleu", "chrf", "minutes" (optional)}]`.
+        path: the image written; parent directories are created.
+        best_step: the step whose weights the run kept (a dashed line and,
+            on `metric`'s panel, a star), or None.
+        metric: the metric the best step was chosen by ("bleu" or "chrf").
+        title: optional figure title.
+
+    Returns:
+        The `pathlib.Path` written.
+    """
+    points = sorted(points, key=lambda p: p["step"])
+    figure = _figure(11, 4.2)
+    for position, key in enumerate(("bleu", "chrf")):
+        axes = figure.add_subplot(1, 2, position + 1)
+        steps = [p["step"] for p in points]
+        values = [p[key] for p in points]
+        axes.plot(steps, values, marker="o", markersize=3, linewidth=1, color="C0")
+        if best_step is not None:
+            axes.axvline(best_step, color="C3", linestyle="--", linewidth=1,
+                         label=f"best step {best_step}"
+                               + (f" (by {metric})" if metric else ""))
+            best = [p[key] for p in points if p["step"] == best_step]
+            if best and key == metric:
+                axes.plot([best_step], best, marker="*", markersize=12, color="C3")
+            axes.legend(fontsize=7, loc="lower right")
+        axes.set_xlabel("steps")
+        axes.set_ylabel("dev BLEU" if key == "bleu" else "dev chrF")
+        axes.grid(alpha=0.3)
+    if title:
+        figure.suptitle(title, fontsize=10)
+    return _write_figure(figure, path)
+
+
 def plot_score_against(rows, key, path, xlabel, metric="bleu"):
     """Mean score against `key` per model, the seed spread as error bars.
 

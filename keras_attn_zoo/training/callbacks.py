@@ -471,7 +471,8 @@ def _has_branches(model):
 
 def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=100,
                       num_examples=5, num_attention_sentences=3, beam_size=4,
-                      length_penalty=0.6, raise_errors=False, max_time_share=0.05):
+                      length_penalty=0.6, raise_errors=False, max_time_share=0.05,
+                      dev_translation=True):
     """The monitors `recipes/train_wmt.py` installs (see the module docstring).
 
     Args:
@@ -489,6 +490,8 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
             attention images may take together (default 5%): the dev monitor
             gets four fifths of it, the attention monitor one fifth (each
             postpones its refresh, see `_Monitor`). None: every `every` steps.
+        dev_translation: include the dev BLEU monitor (False when early
+            stopping evaluates the valid split itself).
 
     Returns:
         A list of callback objects for `Trainer(callbacks=...)`.
@@ -498,7 +501,7 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
     if max_time_share is not None:
         dev_share, attention_share = 0.8 * max_time_share, 0.2 * max_time_share
     callbacks = []
-    if valid_pairs:
+    if valid_pairs and dev_translation:
         callbacks.append(DevTranslationMonitor(
             model, tokenizer, valid_pairs, every=every, max_sentences=bleu_sentences,
             num_examples=num_examples, beam_size=beam_size, length_penalty=length_penalty,

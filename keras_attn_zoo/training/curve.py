@@ -104,10 +104,10 @@ def read_curve(path):
     return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
 
 
-def curve_text(points):
-    """One line per point: "step, minutes, dev BLEU, chrF" (for the run's output)."""
-    lines = ["dev learning curve (first 100 valid sentences): step, training minutes, "
-             "BLEU, chrF"]
+def curve_text(points, what="first 100 valid sentences"):
+    """One line per point: "step, minutes, dev BLEU, chrF" (for the run's output);
+    `what`: the evaluated sentences and search, for the heading."""
+    lines = [f"dev learning curve ({what}): step, training minutes, BLEU, chrF"]
     for p in points:
         lines.append(f"  {p['step']:>6}  {p.get('minutes', float('nan')):7.2f}  "
                      f"{p['bleu']:6.2f}  {p['chrf']:6.2f}")

@@ -63,6 +63,9 @@ class TrainingSummary:
     target_tokens_per_second: float
     final_loss: float
     resumed_from_step: int
+    # Why training ended: "max_steps", "epochs", "time_budget", or the reason
+    # a callback gave `Trainer.request_stop` (early stopping: "converged").
+    stop_reason: str = "max_steps"
 
 
 def resolve_jit_compile(setting):
@@ -90,8 +93,11 @@ class Trainer:
         checkpoint_every: steps between checkpoints.
         log_every: steps between TensorBoard scalar writes.
         keep_checkpoints: how many checkpoints to keep.
-        callbacks: objects with optional `on_step_end(trainer, step, logs)`;
-            called on every worker, write only on the chief.
+        callbacks: objects with optional `on_train_begin(trainer, step)`
+            (after the checkpoint is restored: `step` is the resumed step) and
+            `on_step_end(trainer, step, logs)`; called on every worker, write
+            only on the chief. A callback ends training with
+            `trainer.request_stop(reason)` (e.g. early stopping).
         carry_state: carry the model's training state across the batches of
             an epoch (`ZooModel.initial_training_state` / `forward_with_state`).
         clip_norm: clip the gradients to this global norm (`None`: off).
@@ -129,6 +135,7 @@ class Trainer:
         self.log_every = log_every
         self.callbacks = list(callbacks)
         self.is_chief = is_chief(self.strategy)
+        self._stop_reason = None  # set by `request_stop`
         with self.strategy.scope():
             self.optimizer.build(self.model.trainable_variables)
             self.epoch = tf.Variable(0, dtype=tf.int64, trainable=False, name="epoch")
@@ -258,6 +265,32 @@ class Trainer:
 
     # ---- the loop -----------------------------------------------------------------
 
+    def request_stop(self, reason):
+        """Ends training after the current step (a callback's call; e.g. "converged").
+
+        The step's checkpoint is still written; the summary's `stop_reason`
+        is `reason`.
+        """
+        self._stop_reason = str(reason)
+
+    def _agreed_stop(self, reason):
+        """`reason` if this worker or any other wants to stop, else None.
+
+        Under `MultiWorkerMirroredStrategy` the workers decide apart (the
+        chief alone evaluates the dev set; each reads its own clock), so they
+        agree with one all-reduce of the wish, every step, all at the same
+        step. One process (one device or `MirroredStrategy`) needs none.
+        """
+        if not isinstance(self.strategy, tf.distribute.MultiWorkerMirroredStrategy):
+            return reason
+        wish = tf.constant(0.0 if reason is None else 1.0)
+        wanted = self.strategy.reduce(
+            tf.distribute.ReduceOp.MAX,
+            self.strategy.run(lambda: tf.identity(wish)), axis=None)
+        if float(wanted) > 0 and reason is None:
+            return self._stop_reason or "another worker stopped"
+        return reason
+
     def epoch_dataset(self, make_dataset, epoch):
         """Epoch `epoch`'s batches from the first one not trained on yet.
 
@@ -295,16 +328,25 @@ class Trainer:
         if epochs is None and max_steps is None and time_budget_seconds is None:
             raise ValueError("Set at least one of epochs, max_steps, time_budget_seconds.")
         resumed_from = self.restore()
+        self._stop_reason = None
+        for callback in self.callbacks:
+            if hasattr(callback, "on_train_begin"):
+                callback.on_train_begin(self, resumed_from)
         start = time.monotonic()
         tokens_seen = 0
         last_loss = math.nan
         progress = keras.utils.Progbar(max_steps, stateful_metrics=["lr", "tok/s"]) if verbose else None
         window_start, window_tokens = time.monotonic(), 0
-        # A run restored at (or past) max_steps has nothing left to train.
-        done = finished = max_steps is not None and resumed_from >= max_steps
+        # A run restored at (or past) max_steps, or one a callback stops before
+        # its first step (early stopping that had converged), has nothing left
+        # to train.
+        stop_reason = ("max_steps" if max_steps is not None and resumed_from >= max_steps
+                       else self._stop_reason)
+        done = finished = stop_reason is not None
         while not done:
             epoch = int(self.epoch.numpy())
             if epochs is not None and epoch >= epochs:
+                stop_reason = "epochs"
                 break
             dataset = self.epoch_dataset(make_dataset, epoch)
             self.reset_state()
@@ -338,11 +380,15 @@ class Trainer:
                         callback.on_step_end(self, step, logs)
                 if self.checkpoint_every and step % self.checkpoint_every == 0:
                     self.save()
-                over_time = (
-                    time_budget_seconds is not None
-                    and time.monotonic() - start >= time_budget_seconds
-                )
-                if (max_steps is not None and step >= max_steps) or over_time:
+                if max_steps is not None and step >= max_steps:
+                    stop_reason = "max_steps"
+                elif (time_budget_seconds is not None
+                      and time.monotonic() - start >= time_budget_seconds):
+                    stop_reason = "time_budget"
+                else:
+                    stop_reason = self._stop_reason
+                stop_reason = self._agreed_stop(stop_reason)
+                if stop_reason is not None:
                     done = True
                     break
             else:
@@ -360,6 +406,7 @@ class Trainer:
             target_tokens_per_second=tokens_seen / max(seconds, 1e-9),
             final_loss=last_loss,
             resumed_from_step=resumed_from,
+            stop_reason=stop_reason or "epochs",
         )
 
     def _write_scalars(self, step, logs):

@@ -1,0 +1,245 @@
+"""Early stopping on the valid split: the stop, the best weights exported, and resume.
+
+Real recipe runs of a tiny 2 + 2-layer Transformer on files the tests write,
+evaluated on a real valid split with the exported search. The stop decision
+is made deterministic without faking the scores: with `--min-improvement 100`
+no evaluation after the first counts as an improvement, so every later one
+counts against the patience, whatever the BLEU of the tiny model is (and with
+`-100` every one resets it). Which weights are kept is the highest score's
+(`min_improvement` only decides when to stop), read from the run's own curve.
+"""
+
+import json
+
+import keras
+import numpy as np
+import pytest
+import tensorflow as tf
+
+from keras_attn_zoo import workflow
+from keras_attn_zoo.training.early_stopping import EarlyStopping
+from tests.conftest import load_recipe
+from tests.conftest import write_parallel_files
+
+RECIPE = load_recipe("train_wmt")
+
+
+@pytest.fixture(scope="module")
+def corpus_files(tmp_path_factory, tiny_parallel_corpus):
+    return write_parallel_files(tmp_path_factory.mktemp("early_stopping"),
+                                {"train": tiny_parallel_corpus[:120],
+                                 "valid": tiny_parallel_corpus[200:206],
+                                 "test": tiny_parallel_corpus[280:283]})
+
+
+def run_config(corpus_files, run_dir, *flags, steps=40, valid=True):
+    data = ["--data", "files"]
+    for split in ("train", "valid", "test") if valid else ("train", "test"):
+        data += [f"--{split}-src", str(corpus_files[f"{split}_src"]),
+                 f"--{split}-tgt", str(corpus_files[f"{split}_tgt"])]
+    return RECIPE.parse_args([
+        "--preset", "tiny", *data, "--max-steps", str(steps), "--vocab-size", "100",
+        "--batch-tokens", "300", "--checkpoint-every", "2", "--beam-size", "1",
+        "--output-dir", str(run_dir), "--no-export", "--no-monitoring", "--quiet",
+        "--valid-every", "2", "--min-improvement", "100", *flags])
+
+
+def model_weights(model):
+    return [np.asarray(w.numpy()) for w in model.weights if "float" in str(w.dtype)]
+
+
+def checkpoint_weights(saved_model, prefix):
+    """The float weights a checkpoint at `prefix` holds, read into a copy of the model."""
+    fresh = type(saved_model).from_config(saved_model.get_config())
+    tf.train.Checkpoint(model=fresh).restore(prefix).expect_partial()
+    return model_weights(fresh)
+
+
+def ranked_steps(curve, metric="bleu"):
+    """The evaluated steps, best first (the earlier step first on a tie)."""
+    return [e["step"] for e in sorted(curve, key=lambda e: (-e[metric], e["step"]))]
+
+
+def assert_same(weights, expected, atol=1e-6):
+    assert len(weights) == len(expected)
+    for got, want in zip(weights, expected):
+        np.testing.assert_allclose(got, want, atol=atol)
+
+
+def test_a_run_stops_after_its_patience_and_exports_the_best_weights(corpus_files, tmp_path):
+    run_dir = tmp_path / "run"
+    results = workflow.training_run(
+        run_config(corpus_files, run_dir, "--patience", "2"))
+    # Evaluations at 2, 4 and 6; the last two are not improvements: the stop at 6.
+    assert results["stop_reason"] == "converged" and results["steps"] == 6
+    assert [e["step"] for e in results["valid_curve"]] == [2, 4, 6]
+    assert results["early_stopping"]["evaluations_since_best"] == 2
+    assert results["early_stopping"]["valid_pairs"] == 6
+    best = ranked_steps(results["valid_curve"])[0]
+    assert results["best_step"] == best and results["evaluated_steps"] == [best]
+    for point in results["valid_curve"]:
+        assert set(point) == {"step", "bleu", "chrf"}
+    assert (run_dir / "learning_curve.png").stat().st_size > 0
+
+    saved = keras.saving.load_model(run_dir / "model.keras")
+    assert_same(model_weights(saved), checkpoint_weights(saved, str(run_dir / "best" /
+                                                                 f"step-{best}")))
+    # Only the best checkpoint is kept.
+    assert {p.name.split(".")[0] for p in (run_dir / "best").iterdir()} == {f"step-{best}"}
+
+
+def test_the_best_weights_replace_the_last_ones_before_evaluation(corpus_files, tmp_path):
+    """`final_weights` puts the best checkpoint in the model, here one that is not
+    the last: the run's step-2 weights ranked above those of step 4."""
+    run_dir = tmp_path / "run"
+    config = run_config(corpus_files, run_dir, "--valid-every", "0", steps=4)
+    workflow.training_run(config)
+    model = keras.saving.load_model(run_dir / "model.keras")  # the step-4 weights
+    step_2 = checkpoint_weights(model, str(run_dir / "checkpoints" / "ckpt-2"))
+    assert any(not np.allclose(a, b) for a, b in zip(model_weights(model), step_2))
+
+    stopper = EarlyStopping(model, str(run_dir / "vocab.model"), [("a b", "c d")],
+                            run_dir, every=2)
+    stopper.evaluations = [{"step": 2, "bleu": 5.0, "chrf": 30.0},
+                           {"step": 4, "bleu": 4.0, "chrf": 31.0}]
+    tf.train.Checkpoint(model=model).read(str(run_dir / "checkpoints" / "ckpt-2"))
+    stopper._checkpoint.write(stopper._prefix(2))
+    stopper.kept = [2]
+    tf.train.Checkpoint(model=model).read(str(run_dir / "checkpoints" / "ckpt-4"))
+    entries = workflow.final_weights(config, model, None, stopper)
+    assert entries["evaluated_steps"] == [2] and stopper.best_step == 2
+    assert_same(model_weights(model), step_2)
+
+
+def test_resume_keeps_the_best_score_and_the_patience_counter(corpus_files, tmp_path):
+    run_dir = tmp_path / "run"
+    first = workflow.training_run(
+        run_config(corpus_files, run_dir, "--patience", "3", steps=4))
+    assert first["stop_reason"] == "max_steps"
+    assert first["early_stopping"]["evaluations_since_best"] == 1
+    # The same command with more steps: evaluations at 6 and 8 use up the
+    # patience of 3 with the one at 4. A run that forgot its state would count
+    # its first evaluation after the resume (6) as an improvement and stop at 12.
+    second = workflow.training_run(
+        run_config(corpus_files, run_dir, "--patience", "3", steps=40))
+    assert second["resumed_from_step"] == 4
+    assert second["stop_reason"] == "converged" and second["steps"] == 8
+    assert [e["step"] for e in second["valid_curve"]] == [2, 4, 6, 8]
+    assert first["valid_curve"] == second["valid_curve"][:2]
+    assert second["best_step"] == ranked_steps(second["valid_curve"])[0]
+
+    # A converged run started again trains nothing and exports the same best.
+    third = workflow.training_run(
+        run_config(corpus_files, run_dir, "--patience", "3", steps=40))
+    assert third["steps"] == 8 and third["resumed_from_step"] == 8
+    assert third["stop_reason"] == "converged"
+    assert third["best_step"] == second["best_step"]
+
+
+class ResumingTrainer:
+    """What `EarlyStopping.on_train_begin` uses of a `Trainer`: `request_stop`."""
+
+    stopped = None
+
+    def request_stop(self, reason):
+        self.stopped = reason
+
+
+def test_a_kill_between_an_evaluation_and_its_checkpoint_is_redone_once(corpus_files,
+                                                                       tmp_path):
+    run_dir = tmp_path / "run"
+    flags = ("--patience", "0", "--average-checkpoints", "3")  # all three evaluations kept
+    workflow.training_run(run_config(corpus_files, run_dir, *flags, steps=6))
+    # Make it look like the process died after step 6's evaluation wrote
+    # best/step-6 and the state, before its checkpoint ckpt-6 was registered.
+    checkpoints = run_dir / "checkpoints"
+    (checkpoints / "checkpoint").write_text(
+        'model_checkpoint_path: "ckpt-4"\nall_model_checkpoint_paths: "ckpt-2"\n'
+        'all_model_checkpoint_paths: "ckpt-4"\n')
+    state = json.loads((run_dir / "early_stopping.json").read_text())
+    assert [e["step"] for e in state["evaluations"]] == [2, 4, 6]
+    assert sorted(state["kept"]) == [2, 4, 6]
+    assert list((run_dir / "best").glob("step-6.*"))
+
+    stopper = EarlyStopping(keras.saving.load_model(run_dir / "model.keras"),
+                            str(run_dir / "vocab.model"), [("a b", "c d")], run_dir,
+                            every=2, keep_best=3)
+    trainer = ResumingTrainer()
+    stopper.on_train_begin(trainer, 4)
+    assert [e["step"] for e in stopper.evaluations] == [2, 4]
+    assert sorted(stopper.kept) == [2, 4] and not list((run_dir / "best").glob("step-6*"))
+    assert trainer.stopped is None
+
+    # The real resume: trains 4 -> 6 again and evaluates step 6 once.
+    results = workflow.training_run(run_config(corpus_files, run_dir, *flags, steps=6))
+    assert results["resumed_from_step"] == 4
+    assert [e["step"] for e in results["valid_curve"]] == [2, 4, 6]
+    assert sorted(results["evaluated_steps"]) == [2, 4, 6]
+
+
+def test_the_ema_is_what_is_evaluated_and_the_raw_weights_train_on(corpus_files, tmp_path):
+    run_dir = tmp_path / "run"
+    results = workflow.training_run(run_config(
+        corpus_files, run_dir, "--patience", "1", "--ema-momentum", "0.9"))
+    assert results["stop_reason"] == "converged" and results["steps"] == 4
+    best = results["best_step"]
+    saved = keras.saving.load_model(run_dir / "model.keras")
+    averaged = checkpoint_weights(saved, str(run_dir / "best" / f"step-{best}"))
+    assert_same(model_weights(saved), averaged)
+    # The best checkpoint holds the moving average; the run's own checkpoint
+    # at the same step the raw weights, which training went on from.
+    raw = checkpoint_weights(saved, str(run_dir / "checkpoints" / f"ckpt-{best}"))
+    assert any(not np.allclose(a, b, atol=1e-6) for a, b in zip(averaged, raw))
+
+    same_without = workflow.training_run(run_config(
+        corpus_files, tmp_path / "plain", "--valid-every", "0", "--ema-momentum", "0.9",
+        steps=4))
+    assert same_without["stop_reason"] == "max_steps"
+    plain = checkpoint_weights(saved, str(tmp_path / "plain" / "checkpoints" / "ckpt-4"))
+    with_evaluations = checkpoint_weights(saved, str(run_dir / "checkpoints" / "ckpt-4"))
+    assert_same(with_evaluations, plain, atol=1e-5)
+
+
+def test_averaging_composes_as_the_mean_of_the_best_checkpoints(corpus_files, tmp_path):
+    run_dir = tmp_path / "run"
+    results = workflow.training_run(run_config(
+        corpus_files, run_dir, "--patience", "0", "--average-checkpoints", "2", steps=6))
+    two_best = ranked_steps(results["valid_curve"])[:2]
+    assert results["evaluated_steps"] == two_best and results["averaged_checkpoints"] == 2
+    saved = keras.saving.load_model(run_dir / "model.keras")
+    first, second = (checkpoint_weights(saved, str(run_dir / "best" / f"step-{s}"))
+                     for s in two_best)
+    assert_same(model_weights(saved), [(a + b) / 2 for a, b in zip(first, second)])
+
+
+def test_a_run_without_a_valid_split_says_it_exports_the_last_weights(corpus_files, tmp_path,
+                                                                     capsys):
+    results = workflow.training_run(run_config(corpus_files, tmp_path / "run", steps=2,
+                                               valid=False))
+    assert "early stopping: off, the data has no valid split" in capsys.readouterr().out
+    assert results["stop_reason"] == "max_steps" and "best_step" not in results
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--valid-every", "-1"], "--valid-every and --patience must be >= 0"),
+    (["--patience", "-2"], "--valid-every and --patience must be >= 0"),
+    (["--valid-sentences", "0"], "--valid-sentences must be >= 1"),
+])
+def test_bad_early_stopping_flags_are_refused_before_any_work(corpus_files, tmp_path, flags,
+                                                              message):
+    with pytest.raises(SystemExit, match=message):
+        workflow.training_run(run_config(corpus_files, tmp_path / "run", *flags))
+    assert not (tmp_path / "run").exists()
+
+
+def test_an_unknown_metric_is_refused_by_the_recipe(corpus_files, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        run_config(corpus_files, tmp_path / "run", "--valid-metric", "ter")
+    assert "--valid-metric: invalid choice: 'ter'" in capsys.readouterr().err
+
+
+def test_a_state_file_of_another_metric_is_refused(corpus_files, tmp_path):
+    run_dir = tmp_path / "run"
+    workflow.training_run(run_config(corpus_files, run_dir, "--patience", "2"))
+    with pytest.raises(ValueError, match="ranks checkpoints by 'bleu', this run by 'chrf'"):
+        workflow.training_run(run_config(corpus_files, run_dir, "--valid-metric", "chrf"))
