@@ -634,6 +634,10 @@ def training_run(config, machine=None):
     if not is_chief(strategy):
         return results
     if stopper is not None:
+        print(f"stopped: {summary.stop_reason} at step {summary.steps}; best valid "
+              f"{stopper.metric} {stopper.best_score} at step {stopper.best_step} "
+              f"({len(stopper.evaluations)} evaluations, "
+              f"{stopper.evaluations_since_best} since the best)")
         results.update(stopper.summary())
         # This session's evaluation seconds over its training seconds (which
         # include them): the cost of early stopping.

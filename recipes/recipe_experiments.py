@@ -3,14 +3,17 @@
 
 Each cell is a set of `RunConfig` overrides over `recipes/train_wmt.py`'s
 defaults (the `small` Transformer on Ding de->en, the preset's learning-rate
-schedule). Every cell trains for the same number of steps (not minutes, so a
-loaded machine changes the wall time, not the result), with the default
-monitors (dev BLEU on the first 100 valid sentences, at most 5% of the wall
-time), then is scored on the whole valid split (beam 4, length penalty 0.6,
-sacreBLEU BLEU and chrF). The test split is never translated, except by
-`--score-test CELL`, once, for the chosen default.
+schedule). Every cell trains to convergence: early stopping on the valid
+split (the recipe's `--valid-every`, `--patience`, greedy search on every
+valid sentence), capped at `--steps` steps for every cell (steps, not minutes,
+so a loaded machine changes the wall time, not the result). A cell that
+reaches the cap before its patience runs out is recorded as not converged
+(`converged: false`, `stop_reason: max_steps`). The best checkpoint is then
+scored on the whole valid split with the recipe's search (beam 4, length
+penalty 0.6, sacreBLEU BLEU and chrF). The test split is never translated,
+except by `--score-test CELL`, once, for the chosen default.
 
-    python recipes/recipe_experiments.py                      # every cell, 3000 steps
+    python recipes/recipe_experiments.py                      # every cell, to convergence
     python recipes/recipe_experiments.py --cells default,vocab-4000 --steps 3000
     python recipes/recipe_experiments.py --extra-cell \
         'combined={"vocab_size": 4000, "model_options": "dropout=0.3"}' --cells combined
@@ -51,7 +54,7 @@ from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
 REPO = pathlib.Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "benchmarks" / "results" / "recipe"
 RUNS_DIR = pathlib.Path("runs") / "recipe"
-DEFAULT_STEPS = 3000
+DEFAULT_STEPS = 12000  # a cap: cells stop when they converge
 
 
 def _load_script(path, name):
@@ -94,6 +97,11 @@ CELLS = {
     "ema-0.999": {"ema_momentum": 0.999},
     "dictionary-all": {"data": "ding:all"},
     "batch-3000": {"batch_tokens": 3000},
+    # The low-resource literature's starting point for ~16k pairs (Sennrich &
+    # Zhang 2019; Araabi & Monz 2020): a small vocabulary, heavy dropout in
+    # every place, word dropout; judged at convergence (issue 31).
+    "low-resource": {"vocab_size": 4000, "word_dropout": 0.1, "model_options":
+                     "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"},
 }
 
 # What the runner sets itself: the budget, the seed, where the run lives, and
@@ -193,7 +201,9 @@ def train_and_score_valid(config):
                          "(--base valid_src=... --base valid_tgt=... with --data files).")
     strategy = select_strategy(config.strategy)
     model, optimizer = workflow.build(config, tokenizer, strategy)
-    monitors = workflow.default_monitors(config, model, tokenizer, corpus.valid)
+    stopper = workflow.early_stopping(config, model, tokenizer, corpus.valid)
+    monitors = ([stopper] if stopper else []) + workflow.default_monitors(
+        config, model, tokenizer, corpus.valid, dev_translation=stopper is None)
     recorder = LearningCurve(monitors, output_dir, config.checkpoint_every)
     recorder.begin()  # the training data's preparation counts, as in the budget
     summary, training_data = workflow.train(config, model, optimizer, strategy, corpus,
@@ -202,6 +212,9 @@ def train_and_score_valid(config):
     load_after_training = common.load_average()
     record = {
         "steps": summary.steps,
+        "max_steps": config.max_steps,
+        "stop_reason": summary.stop_reason,
+        "converged": summary.stop_reason == "converged",
         "resumed_from_step": summary.resumed_from_step,
         "train_seconds": round(totals["seconds"] if totals else summary.train_seconds, 1),
         "session_train_seconds": round(summary.train_seconds, 1),
@@ -218,7 +231,9 @@ def train_and_score_valid(config):
     if record["monitor_seconds"] is not None and record["train_seconds"]:
         record["monitor_time_share"] = round(
             record["monitor_seconds"] / record["train_seconds"], 4)
-    record.update(workflow.final_weights(config, model, optimizer))
+    if stopper is not None:
+        record.update(stopper.summary())
+    record.update(workflow.final_weights(config, model, optimizer, stopper))
     scores = workflow.evaluate(config, model, tokenizer, corpus.valid, split="valid")
     scores.pop("examples", None)
     record["valid"] = scores
@@ -242,7 +257,7 @@ def run_cell(cell, overrides, args, base, machine):
     record = None
     if run_results.exists():  # trained and scored, killed before the result file
         record = json.loads(run_results.read_text())
-        if record.get("valid") is None or record.get("steps") != steps:
+        if record.get("valid") is None or record.get("max_steps", record.get("steps")) != steps:
             record = None
     if record is None:
         record = train_and_score_valid(config)
@@ -330,9 +345,9 @@ def table_markdown(results):
     of the same seed and steps."""
     defaults = {(r.get("seed"), r.get("steps_budget")): r["valid"].get("bleu")
                 for r in results if r["cell"] == "default"}
-    lines = ["| cell | change | steps | train min | train tok/s | matmul GFLOP/s | dev BLEU "
-             "| dev chrF | Δ BLEU vs default |",
-             "|---|---|---:|---:|---:|---:|---:|---:|---:|"]
+    lines = ["| cell | change | steps | best step | stopped | train min | train tok/s "
+             "| matmul GFLOP/s | dev BLEU | dev chrF | Δ BLEU vs default |",
+             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|"]
     for r in results:
         bleu = r["valid"].get("bleu")
         reference = defaults.get((r.get("seed"), r.get("steps_budget")))
@@ -341,7 +356,8 @@ def table_markdown(results):
         change = r.get("change", "").replace("|", "\\|")
         minutes = None if r.get("train_seconds") is None else r["train_seconds"] / 60
         lines.append(
-            f"| {r['cell']}{seed} | {change} | {r.get('steps')} | {_number(minutes, '.1f')} | "
+            f"| {r['cell']}{seed} | {change} | {r.get('steps')} | "
+            f"{_number(r.get('best_step'), 'd')} | {_stopped(r)} | {_number(minutes, '.1f')} | "
             f"{_number(r.get('train_target_tokens_per_second'), '.0f')} | "
             f"{_number((r.get('machine') or {}).get('matmul_gflops'), '.1f')} | "
             f"{_number(bleu, '.2f')} | {_number(r['valid'].get('chrf'), '.2f')} | "
@@ -364,6 +380,14 @@ def table_markdown(results):
                             for beam, penalty in searches)
                   + "; " + "; ".join(f"`{s}`" for s in signatures) + "."]
     return "\n".join(lines) + "\n"
+
+
+def _stopped(result):
+    """Why a cell's training ended, in the table: converged, or not (at the cap)."""
+    reason = result.get("stop_reason")
+    if reason is None:
+        return "fixed steps"  # the tables before early stopping
+    return "converged" if reason == "converged" else f"not converged ({reason})"
 
 
 def write_table(results_dir):
@@ -419,7 +443,8 @@ def parse_args(argv=None):
                    help="a RunConfig override for every cell, e.g. preset=tiny or "
                         "data=files (repeatable; VALUE read as JSON where it parses)")
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
-                   help=f"training steps of every cell (default {DEFAULT_STEPS})")
+                   help=f"the most training steps of a cell; it stops earlier when it "
+                        f"converges (default {DEFAULT_STEPS})")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--results-dir", default=str(RESULTS_DIR))
     p.add_argument("--runs-dir", default=str(RUNS_DIR))

@@ -1,7 +1,8 @@
 """One worker of a real two-process MultiWorkerMirroredStrategy run.
 
 Started twice by tests/test_multi_worker.py with TF_CONFIG set; trains a few
-steps of the tiny Transformer through the zoo's Trainer (its XLA-compiled step,
+steps of the tiny Transformer (the chief asks to stop one step early, as early
+stopping does) through the zoo's Trainer (its XLA-compiled step,
 so the compiled step is tested under multi-worker collectives) and prints a
 JSON line with the step count, the loss and a fingerprint of the weights.
 """
@@ -25,6 +26,18 @@ from keras_attn_zoo.training.strategy import is_chief  # noqa: E402
 from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
 
 
+class ChiefStopsAt:
+    """Asks the Trainer to stop at `step` on the chief only, as early stopping does
+    (the chief alone evaluates): the workers must agree and stop together."""
+
+    def __init__(self, step):
+        self.step = step
+
+    def on_step_end(self, trainer, step, logs):
+        if trainer.is_chief and step == self.step:
+            trainer.request_stop("converged")
+
+
 def main(checkpoint_dir, steps):
     seed_everything(0)
     rng = np.random.default_rng(0)
@@ -42,7 +55,8 @@ def main(checkpoint_dir, steps):
         model = transformer(64, preset="tiny")
         optimizer = keras.optimizers.Adam(1e-3)
     trainer = Trainer(model, optimizer, strategy, checkpoint_dir=checkpoint_dir,
-                      checkpoint_every=steps, jit_compile=True)
+                      checkpoint_every=steps, jit_compile=True,
+                      callbacks=[ChiefStopsAt(steps - 1)])
     summary = trainer.train(lambda epoch: dataset, max_steps=steps, verbose=0)
     digest = hashlib.sha256()
     for weight in model.get_weights():
@@ -51,6 +65,7 @@ def main(checkpoint_dir, steps):
         "chief": is_chief(strategy),
         "replicas": strategy.num_replicas_in_sync,
         "steps": summary.steps,
+        "stop_reason": summary.stop_reason,
         "compiled_shapes": trainer.compiled_shapes,
         "loss": summary.final_loss,
         "weights_sha256": digest.hexdigest(),

@@ -66,28 +66,6 @@ def assert_same(weights, expected, atol=1e-6):
         np.testing.assert_allclose(got, want, atol=atol)
 
 
-def test_a_run_stops_after_its_patience_and_exports_the_best_weights(corpus_files, tmp_path):
-    run_dir = tmp_path / "run"
-    results = workflow.training_run(
-        run_config(corpus_files, run_dir, "--patience", "2"))
-    # Evaluations at 2, 4 and 6; the last two are not improvements: the stop at 6.
-    assert results["stop_reason"] == "converged" and results["steps"] == 6
-    assert [e["step"] for e in results["valid_curve"]] == [2, 4, 6]
-    assert results["early_stopping"]["evaluations_since_best"] == 2
-    assert results["early_stopping"]["valid_pairs"] == 6
-    best = ranked_steps(results["valid_curve"])[0]
-    assert results["best_step"] == best and results["evaluated_steps"] == [best]
-    for point in results["valid_curve"]:
-        assert set(point) == {"step", "bleu", "chrf"}
-    assert (run_dir / "learning_curve.png").stat().st_size > 0
-
-    saved = keras.saving.load_model(run_dir / "model.keras")
-    assert_same(model_weights(saved), checkpoint_weights(saved, str(run_dir / "best" /
-                                                                 f"step-{best}")))
-    # Only the best checkpoint is kept.
-    assert {p.name.split(".")[0] for p in (run_dir / "best").iterdir()} == {f"step-{best}"}
-
-
 def test_the_best_weights_replace_the_last_ones_before_evaluation(corpus_files, tmp_path):
     """`final_weights` puts the best checkpoint in the model, here one that is not
     the last: the run's step-2 weights ranked above those of step 4."""
@@ -111,7 +89,7 @@ def test_the_best_weights_replace_the_last_ones_before_evaluation(corpus_files, 
     assert_same(model_weights(model), step_2)
 
 
-def test_resume_keeps_the_best_score_and_the_patience_counter(corpus_files, tmp_path):
+def test_a_run_stops_on_a_plateau_and_its_resume_keeps_the_patience_counter(corpus_files, tmp_path):
     run_dir = tmp_path / "run"
     first = workflow.training_run(
         run_config(corpus_files, run_dir, "--patience", "3", steps=4))
@@ -126,7 +104,18 @@ def test_resume_keeps_the_best_score_and_the_patience_counter(corpus_files, tmp_
     assert second["stop_reason"] == "converged" and second["steps"] == 8
     assert [e["step"] for e in second["valid_curve"]] == [2, 4, 6, 8]
     assert first["valid_curve"] == second["valid_curve"][:2]
-    assert second["best_step"] == ranked_steps(second["valid_curve"])[0]
+    assert second["early_stopping"]["evaluations_since_best"] == 3
+    assert second["early_stopping"]["valid_pairs"] == 6
+    for point in second["valid_curve"]:
+        assert set(point) == {"step", "bleu", "chrf"}
+    best = ranked_steps(second["valid_curve"])[0]
+    assert second["best_step"] == best and second["evaluated_steps"] == [best]
+    assert (run_dir / "learning_curve.png").stat().st_size > 0
+    # The best checkpoint alone is kept, and it is what was evaluated and saved.
+    assert {p.name.split(".")[0] for p in (run_dir / "best").iterdir()} == {f"step-{best}"}
+    saved = keras.saving.load_model(run_dir / "model.keras")
+    assert_same(model_weights(saved),
+                checkpoint_weights(saved, str(run_dir / "best" / f"step-{best}")))
 
     # A converged run started again trains nothing and exports the same best.
     third = workflow.training_run(
@@ -137,7 +126,7 @@ def test_resume_keeps_the_best_score_and_the_patience_counter(corpus_files, tmp_
 
 
 class ResumingTrainer:
-    """What `EarlyStopping.on_train_begin` uses of a `Trainer`: `request_stop`."""
+    """What `EarlyStopping.on_train_start` uses of a `Trainer`: `request_stop`."""
 
     stopped = None
 
@@ -165,7 +154,7 @@ def test_a_kill_between_an_evaluation_and_its_checkpoint_is_redone_once(corpus_f
                             str(run_dir / "vocab.model"), [("a b", "c d")], run_dir,
                             every=2, keep_best=3)
     trainer = ResumingTrainer()
-    stopper.on_train_begin(trainer, 4)
+    stopper.on_train_start(trainer, 4)
     assert [e["step"] for e in stopper.evaluations] == [2, 4]
     assert sorted(stopper.kept) == [2, 4] and not list((run_dir / "best").glob("step-6*"))
     assert trainer.stopped is None

@@ -1,4 +1,4 @@
-"""A real two-worker MultiWorkerMirroredStrategy run on 127.0.0.1."""
+"""A real two-worker MultiWorkerMirroredStrategy run on 127.0.0.1, stopped early by the chief."""
 
 import json
 import os
@@ -48,16 +48,20 @@ def test_two_workers_train_identical_weights_and_the_chief_checkpoint_restores(t
     chief, other = outputs
     assert chief["chief"] and not other["chief"]
     assert chief["replicas"] == other["replicas"] == 2
-    assert chief["steps"] == other["steps"] == 4
+    # The chief alone asked to stop at step 3 (of 4): both stopped there; a
+    # worker that went on would have waited forever on the chief's collectives.
+    assert chief["steps"] == other["steps"] == 3
+    assert chief["stop_reason"] == "converged"
+    assert other["stop_reason"] == "another worker stopped"
     assert chief["compiled_shapes"] == other["compiled_shapes"] == 1  # one batch shape
     assert np.isfinite(chief["loss"])
     assert chief["weights_sha256"] == other["weights_sha256"]
     # Only the chief kept a checkpoint, and it restores.
-    assert list((tmp_path / "ckpt0").glob("ckpt-4.index"))
+    assert list((tmp_path / "ckpt0").glob("ckpt-3.index"))
     assert not (tmp_path / "ckpt1").exists() or not list((tmp_path / "ckpt1").glob("ckpt-*"))
     import tensorflow as tf
     from keras_attn_zoo.models import transformer
 
     model = transformer(64, preset="tiny")
-    status = tf.train.Checkpoint(model=model).restore(str(tmp_path / "ckpt0" / "ckpt-4"))
+    status = tf.train.Checkpoint(model=model).restore(str(tmp_path / "ckpt0" / "ckpt-3"))
     status.expect_partial().assert_existing_objects_matched()

@@ -31,6 +31,8 @@ def runner_flags(corpus_files, directory, steps=3):
     # One batch an epoch: one batch shape, so the step is traced once.
     base = {"preset": "tiny", "data": "files", "vocab_size": 100, "batch_tokens": 4000,
             "beam_size": 1, "eval_every": 1, "checkpoint_every": 0, "quiet": "true",
+            # Early stopping evaluates every step and never stops: the cap ends the cell.
+            "valid_every": 1, "patience": 0,
             **{key: str(path) for key, path in corpus_files.items()}}
     flags = []
     for key, value in base.items():
@@ -75,10 +77,13 @@ def test_a_cell_writes_its_result_scored_on_the_valid_split_only(one_cell, corpu
     assert result["valid"]["sacrebleu_signature"].startswith("nrefs:1")
     assert result["train_seconds"] > 0 and result["train_target_tokens_per_second"] > 0
     assert len(result["load_average_at_start"]) == 3
-    # The learning curve: the dev monitor's first evaluation (step 1), then postponed.
-    assert result["learning_curve"][0]["step"] == 1
+    # The learning curve: early stopping's evaluations of the whole valid split;
+    # a cell that reaches the cap is recorded as not converged.
+    assert [point["step"] for point in result["learning_curve"]] == [1, 2, 3]
     assert {"bleu", "chrf", "minutes"} <= set(result["learning_curve"][0])
-    assert result["monitor_evaluations_postponed"] >= 1
+    assert result["stop_reason"] == "max_steps" and result["converged"] is False
+    assert result["early_stopping"]["valid_pairs"] == 6
+    assert result["best_step"] in (1, 2, 3) and result["max_steps"] == 3
     # The preset's schedule, as train_wmt.py applies it.
     assert (result["config"]["learning_rate"], result["config"]["warmup_steps"]) == \
         TRAIN_WMT.SCHEDULE_DEFAULTS["tiny"]
@@ -86,7 +91,8 @@ def test_a_cell_writes_its_result_scored_on_the_valid_split_only(one_cell, corpu
     assert evaluated == [("valid", tiny_parallel_corpus[280:286])]
     assert (str(corpus_files["test_src"]), str(corpus_files["test_tgt"])) not in read
     assert (directory / "runs" / "default-seed0-3steps" / "model.keras").exists()
-    assert "| default | (default) | 3 |" in (directory / "results" / "TABLE.md").read_text()
+    assert (f"| default | (default) | 3 | {result['best_step']} | not converged (max_steps) |"
+            in (directory / "results" / "TABLE.md").read_text())
 
 
 def test_a_rerun_skips_a_finished_cell(one_cell, monkeypatch, capsys):
@@ -140,19 +146,21 @@ def test_table_and_plot_from_the_result_files_alone(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
     (results / "vocab-4000-seed0-3000steps.json").write_text(json.dumps(
-        fake_result("vocab-4000", 12.5, 40.0, "vocab_size=4000", seconds=540.0)))
+        dict(fake_result("vocab-4000", 12.5, 40.0, "vocab_size=4000", seconds=540.0),
+             stop_reason="converged", best_step=2500)))
     (results / "default-seed0-3000steps.json").write_text(json.dumps(
         fake_result("default", 10.0, 38.25, "(default)")))
     (results / "default-seed0-3000steps.test.json").write_text(json.dumps(
         {"cell": "default", "split": "test", "bleu": 99.0}))
     assert RUNNER.main(["--table", "--plot", "--results-dir", str(results)]) == 0
     lines = (results / "TABLE.md").read_text().splitlines()
-    assert lines[0].startswith("| cell | change | steps | train min | train tok/s | matmul "
-                               "GFLOP/s | dev BLEU")
-    assert lines[2] == ("| default | (default) | 3000 | 10.0 | 1234 | 101.5 | 10.00 | 38.25 "
-                        "| +0.00 |")
-    assert lines[3] == ("| vocab-4000 | vocab_size=4000 | 3000 | 9.0 | 1234 | 101.5 | 12.50 | "
-                        "40.00 | +2.50 |")
+    assert lines[0].startswith("| cell | change | steps | best step | stopped | train min | "
+                               "train tok/s | matmul GFLOP/s | dev BLEU")
+    # A result from before early stopping says it trained a fixed number of steps.
+    assert lines[2] == ("| default | (default) | 3000 | - | fixed steps | 10.0 | 1234 | 101.5 "
+                        "| 10.00 | 38.25 | +0.00 |")
+    assert lines[3] == ("| vocab-4000 | vocab_size=4000 | 3000 | 2500 | converged | 9.0 | 1234 "
+                        "| 101.5 | 12.50 | 40.00 | +2.50 |")
     assert len([line for line in lines if line.startswith("| ")]) == 3  # no test row
     assert "smooth:exp" in lines[-1]
     png = (results / "learning_curves.png").read_bytes()

@@ -240,7 +240,7 @@ def test_a_monitored_run_prints_and_draws_its_dev_learning_curve(
     valid = write_parallel_files(tmp_path, {"valid": tiny_parallel_corpus[283:287]})
     config = recipe_config(corpus_files, tmp_path, "--valid-src", str(valid["valid_src"]),
                            "--valid-tgt", str(valid["valid_tgt"]), "--eval-every", "1",
-                           "--beam-size", "1", steps=3)
+                           "--beam-size", "1", "--valid-every", "0", steps=3)
     config = dataclasses.replace(config, no_monitoring=False)
     results = workflow.training_run(config)
     curve = results["learning_curve"]

@@ -160,7 +160,7 @@ class EarlyStopping(DevTranslationMonitor):
             else:
                 path.unlink()
 
-    def on_train_begin(self, trainer, step):
+    def on_train_start(self, trainer, step):
         """Takes the state of the step the run resumed from; stops a converged run."""
         if self.state_path.exists():
             state = json.loads(self.state_path.read_text())

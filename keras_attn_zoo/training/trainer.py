@@ -93,7 +93,7 @@ class Trainer:
         checkpoint_every: steps between checkpoints.
         log_every: steps between TensorBoard scalar writes.
         keep_checkpoints: how many checkpoints to keep.
-        callbacks: objects with optional `on_train_begin(trainer, step)`
+        callbacks: objects with optional `on_train_start(trainer, step)`
             (after the checkpoint is restored: `step` is the resumed step) and
             `on_step_end(trainer, step, logs)`; called on every worker, write
             only on the chief. A callback ends training with
@@ -285,7 +285,7 @@ class Trainer:
             return reason
         wish = tf.constant(0.0 if reason is None else 1.0)
         wanted = self.strategy.reduce(
-            tf.distribute.ReduceOp.MAX,
+            tf.distribute.ReduceOp.SUM,
             self.strategy.run(lambda: tf.identity(wish)), axis=None)
         if float(wanted) > 0 and reason is None:
             return self._stop_reason or "another worker stopped"
@@ -330,8 +330,8 @@ class Trainer:
         resumed_from = self.restore()
         self._stop_reason = None
         for callback in self.callbacks:
-            if hasattr(callback, "on_train_begin"):
-                callback.on_train_begin(self, resumed_from)
+            if hasattr(callback, "on_train_start"):
+                callback.on_train_start(self, resumed_from)
         start = time.monotonic()
         tokens_seen = 0
         last_loss = math.nan
