@@ -1,14 +1,36 @@
 """Comparing two models on the same test sentences: seeds, paired bootstrap, verdicts.
 
-A paper's claim ("RAN-D >= Transformer in BLEU") is checked per seed with
-sacreBLEU's paired bootstrap resampling (Koehn, 2004): both systems' outputs
-on the same sentences, resampled together 1,000 times; the p-value is the share
-of resamples where the difference does not have the sign observed. Over seeds
-the verdict is by majority, so one lucky seed decides nothing.
+Three tests, each named for what it computes:
+
+* `paired_bootstrap`: sacreBLEU's `PairedTest(test_type="bs")`, per seed. Both
+  systems' outputs on the same sentences are resampled together 1,000 times
+  (seed 12345). Its p-value is *two-sided on the absolute difference*: with
+  `d = |score(system) - score(baseline)|` and `d*_k` the same on resample k,
+  `p = (#{k: d*_k - mean(d*) > d} + 1) / (n + 1)`. It does not look at the
+  sign, so a verdict reads the sign from the difference itself; and a small p
+  can sit beside a percentile interval of the signed difference that
+  contains 0 (the centred absolute differences are a different statistic).
+* `bootstrap_difference`: Koehn's (2004) one-sided paired bootstrap of the
+  *signed* difference, one seed: `delta = score(system) - score(baseline)`,
+  its 95% percentile interval over the resamples, and
+  `p = (#{k: delta*_k <= 0} + 1) / (n + 1)`, the evidence that the system is
+  better (for "worse", swap the systems).
+* `seed_sign_flip_test`: training variance. The per-seed differences of two
+  models trained with the same seeds, tested with the exact one-sided
+  sign-flip permutation test of their mean (under the null each difference is
+  as likely positive as negative). With n seeds its smallest p is `1 / 2^n`:
+  3 seeds can never reach 0.05 (0.125), 5 seeds can (0.031).
+
+Several claims tested together are corrected with `holm_bonferroni`.
+The majority verdict over seeds (`compare_verdict`) is kept for the
+leaderboard's per-seed reports.
 """
 
+import itertools
 import math
 import statistics
+
+import numpy as np
 
 ALPHA = 0.05
 CONFIRMED = "confirmed"
@@ -109,3 +131,85 @@ def ratio_verdict(ratios, claimed, tolerance=0.1):
     if mean <= 1.0:
         return NOT_CONFIRMED
     return INCONCLUSIVE
+
+
+# ---- the signed difference, training variance, many claims -----------------------------------
+
+
+def _sentence_statistics(metric, hypotheses, references):
+    """Per-sentence sufficient statistics of a sacreBLEU metric, `[N, K]` float64."""
+    return np.array(metric._extract_corpus_statistics(list(hypotheses), [list(references)]),
+                    dtype=np.float64)
+
+
+def bootstrap_difference(baseline, system, references, metric="bleu", n_samples=1000,
+                         seed=12345):
+    """Koehn's paired bootstrap of `score(system) - score(baseline)` on one seed.
+
+    Args:
+        baseline, system: hypothesis lists aligned with `references`.
+        metric: "bleu" or "chrf" (sacreBLEU's defaults, as `scores.corpus_scores`).
+        n_samples: resamples of the sentences (both systems resampled together).
+        seed: the resampling's seed (sacreBLEU's default, 12345).
+
+    Returns:
+        `{"delta", "interval": (low, high), "p_better"}`: the observed
+        difference, its 95% percentile interval over the resamples, and the
+        one-sided p-value of "the system is better", `(#{delta* <= 0} + 1) / (n + 1)`.
+    """
+    from sacrebleu.metrics import BLEU
+    from sacrebleu.metrics import CHRF
+
+    if not len(baseline) == len(system) == len(references):
+        raise ValueError(f"{len(baseline)} baseline and {len(system)} system hypotheses "
+                         f"for {len(references)} references.")
+    scorer = {"bleu": BLEU, "chrf": CHRF}[metric]()
+    ours = _sentence_statistics(scorer, system, references)
+    theirs = _sentence_statistics(scorer, baseline, references)
+
+    def score(statistics_sum):
+        return scorer._compute_score_from_stats(list(statistics_sum)).score
+
+    delta = score(ours.sum(0)) - score(theirs.sum(0))
+    rows = np.random.default_rng(seed).integers(0, len(references),
+                                                (n_samples, len(references)))
+    deltas = np.array([score(ours[r].sum(0)) - score(theirs[r].sum(0)) for r in rows])
+    low, high = np.percentile(deltas, [2.5, 97.5])
+    p_better = (np.sum(deltas <= 0) + 1) / (n_samples + 1)
+    return {"delta": float(delta), "interval": (float(low), float(high)),
+            "p_better": float(p_better)}
+
+
+def seed_sign_flip_test(differences):
+    """Exact one-sided p-value that the mean of per-seed `differences` is above 0.
+
+    The differences are of two models trained with the same seeds (system
+    minus baseline). Under the null hypothesis each difference is as likely
+    to have either sign; the p-value is the share of the `2^n` sign
+    assignments whose mean is at least the observed one (the observed
+    assignment included, so it is never 0).
+    """
+    values = np.asarray([float(d) for d in differences])
+    if values.size == 0:
+        raise ValueError("seed_sign_flip_test needs at least one difference.")
+    if values.size > 20:
+        raise ValueError(f"{values.size} seeds: 2^n sign flips is too many; use fewer.")
+    observed = values.mean()
+    flips = np.array(list(itertools.product((1.0, -1.0), repeat=values.size)))
+    means = (flips * np.abs(values)).mean(axis=1)
+    return float(np.mean(means >= observed - 1e-12))
+
+
+def holm_bonferroni(p_values):
+    """Holm's step-down adjusted p-values, in the input's order.
+
+    Rejecting every hypothesis whose adjusted p-value is below alpha keeps the
+    family-wise error rate at alpha over all of them (Holm, 1979).
+    """
+    p = [float(value) for value in p_values]
+    order = sorted(range(len(p)), key=lambda i: p[i])
+    adjusted, running = [0.0] * len(p), 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(p) - rank) * p[index]))
+        adjusted[index] = running
+    return adjusted
