@@ -481,17 +481,19 @@ def _add_serve_arguments(parser):
     parser.add_argument("--no-split-sentences", action="store_true",
                         help="translate each input as one sentence (default: split "
                              "into sentences, translate, join)")
-    parser.add_argument("--batch-max-tokens", type=int, default=2048,
+    # Defaults as in keras_attn_zoo/export/serving/scheduler.py (not imported
+    # here: it would load TensorFlow before the command runs).
+    parser.add_argument("--batch-max-tokens", type=int, default=512,
                         help="padded source tokens per model call (sentences x the "
-                             "longest), across requests (2048)")
+                             "longest), across requests (512)")
     parser.add_argument("--batch-max-sentences", type=int, default=64,
                         help="sentences per model call across requests (64)")
     parser.add_argument("--batch-timeout-ms", type=float, default=5.0,
                         help="how long the oldest waiting request waits for others "
                              "to share its batch (5 ms)")
-    parser.add_argument("--max-wait-ms", type=float, default=2000.0,
-                        help="a request waiting this long goes ahead of every "
-                             "request that waited less (2000 ms)")
+    parser.add_argument("--max-wait-ms", type=float, default=5000.0,
+                        help="from this wait on, the oldest request has a sentence "
+                             "in every model call (5000 ms)")
     parser.add_argument("--version-label", action="append", default=[],
                         metavar="LABEL", help="a TF Serving version label "
                         "(/labels/LABEL) for the served version; repeatable")

@@ -112,27 +112,32 @@ def test_a_sentence_over_the_budget_runs_alone():
     assert batches[0].requests == [huge] and batches[0].padded_tokens == 500
 
 
-def test_the_oldest_request_goes_first_once_it_waited_max_wait():
+def test_the_oldest_aged_request_is_in_every_batch_so_its_wait_is_bounded():
+    """Long sentences that never fit beside a stream of short requests (the
+    short ones win the fair-share ties) would wait forever; once the request is
+    max_wait old, one of its sentences is in every batch, the short requests
+    that no longer fit making room."""
     clock = Clock()
     queue = scheduler(clock, max_batch_tokens=40, max_batch_sentences=4, max_wait_seconds=1.0)
-    old = queue.submit([f"o{i}" for i in range(6)], [8] * 6, OPTIONS)
-    done_at = None
-    for step in range(40):
-        # Two new one-sentence requests every batch: more than their share.
-        for k in range(2):
-            queue.submit([f"n{step}.{k}"], [8], OPTIONS)
+    old = queue.submit(["long0", "long1", "long2"], [30, 20, 30], OPTIONS)
+    seen, shorts = [], []
+    for step in range(12):
+        for k in range(3):
+            shorts.append(queue.submit([f"n{step}.{k}"], [10], OPTIONS))
         batch = queue.next_batch(block=False)
-        if clock.now >= 1.0:
-            # Aged: it goes before every younger request.
-            assert batch.items[0][0] is old
+        seen.append((clock.now, [r.sentences[i] for r, i in batch.items if r is old]))
+        assert batch.padded_tokens <= 40
         queue.complete(batch, [r.sentences[i] for r, i in batch.items])
         if old.future.done():
-            done_at = clock.now
             break
         clock.now += 0.25
-    # Served within max_wait plus the batches its own sentences need.
-    assert done_at is not None and done_at <= 1.0 + 0.25 * 2
-    assert old.future.result() == [f"o{i}" for i in range(6)]
+    # Left out before 1 s; from then on one sentence a batch, shortest first.
+    assert seen == [(0.0, []), (0.25, []), (0.5, []), (0.75, []),
+                    (1.0, ["long1"]), (1.25, ["long0"]), (1.5, ["long2"])]
+    assert old.future.result() == ["long0", "long1", "long2"]
+    # Nothing lost: the short requests that made room run later.
+    drain(queue)
+    assert [r.future.result() for r in shorts] == [list(r.sentences) for r in shorts]
 
 
 def test_one_option_set_per_batch_and_every_set_gets_served():

@@ -13,6 +13,9 @@ from keras_attn_zoo.export.serving.metrics import Metrics
 from keras_attn_zoo.export.serving.parsing import BadRequest
 from keras_attn_zoo.export.serving.parsing import merge_results
 from keras_attn_zoo.export.serving.parsing import parse_texts
+from keras_attn_zoo.export.serving.scheduler import DEFAULT_MAX_BATCH_SENTENCES
+from keras_attn_zoo.export.serving.scheduler import DEFAULT_MAX_BATCH_TOKENS
+from keras_attn_zoo.export.serving.scheduler import DEFAULT_MAX_WAIT_SECONDS
 from keras_attn_zoo.export.serving.scheduler import Batch
 from keras_attn_zoo.export.serving.scheduler import SentenceScheduler
 from keras_attn_zoo.export.translator import failing_sentence
@@ -31,9 +34,10 @@ class ModelRunner:
     which the tests use to see each batch formed.
     """
 
-    def __init__(self, model_path, batch_timeout_seconds=0.005, batch_max_sentences=64,
-                 batch_max_tokens=2048, max_wait_seconds=2.0, metrics=None,
-                 start_worker=True):
+    def __init__(self, model_path, batch_timeout_seconds=0.005,
+                 batch_max_sentences=DEFAULT_MAX_BATCH_SENTENCES,
+                 batch_max_tokens=DEFAULT_MAX_BATCH_TOKENS,
+                 max_wait_seconds=DEFAULT_MAX_WAIT_SECONDS, metrics=None, start_worker=True):
         self.version_dir = latest_version(model_path)
         self.version = self.version_dir.name
         self.metrics = metrics or Metrics()

@@ -14,9 +14,10 @@ start-time fair queuing, Goyal et al. 1996, with requests as flows):
   ``max_batch_tokens`` and ``max_batch_sentences``. The first sentence is taken
   even when it alone is over the budget (it runs alone).
 * **Fair share between requests.** Every request's k-th sentence to be
-  scheduled has the tag ``start + k``, where ``start`` is the scheduler's
-  virtual time when the request arrived, and the virtual time is the largest
-  tag of the batch last formed. Sentences enter a batch in tag order, so a
+  scheduled has the tag ``max(start + k, virtual time)``, where ``start`` is
+  the scheduler's virtual time when the request arrived, and the virtual time
+  is the largest tag of the batch last formed (a request that fell behind gets
+  no credit to catch up with). Sentences enter a batch in tag order, so a
   request that has just arrived is first in line: a one-sentence request goes
   into the next batch, and a 50-sentence request's sentences spread over
   several batches, one per round, interleaved with the other requests'.
@@ -25,12 +26,18 @@ start-time fair queuing, Goyal et al. 1996, with requests as flows):
   sentences may run in any order; `complete` puts the results back in order),
   so a batch groups sentences of similar length and short ones are not padded
   to a long one.
-* **Bounded wait.** A request whose sentences have waited ``max_wait_seconds``
-  goes ahead of every request that has waited less (the oldest first), so the
-  oldest waiting sentence is in the first batch formed after it is
-  ``max_wait_seconds`` old: it waits at most ``max_wait_seconds`` plus the run
-  time of the batch then in flight (one batch, bounded by the token budget) plus
-  ``batch_timeout_seconds``.
+* **Bounded wait.** The oldest request that has waited ``max_wait_seconds``
+  has a sentence (its shortest waiting one) in every batch from then on: if
+  the fair share left it out, the batch's lowest-priority sentences make room
+  for it. So once the oldest waiting request is ``max_wait_seconds`` old it is
+  never a batch without progress: its next sentence starts at most
+  ``max_wait_seconds`` + one batch in flight + ``batch_timeout_seconds`` after
+  it arrived, and a request of n sentences is done at most n batches later.
+  (It does not go ahead wholesale: under overload every document ages, and
+  serving documents first come, first served is what this scheduler exists to
+  avoid.) Before that, the fair share keeps every request moving while the
+  waiting requests' next sentences fit one batch; what it cannot promise is a
+  long sentence's turn beside a stream of short ones, which aging settles.
 * **One option set per batch.** The model runs one beam size and length penalty
   per call: a batch holds only requests with the options of its first sentence.
 
@@ -47,6 +54,13 @@ import heapq
 import itertools
 import threading
 import time
+
+
+# Defaults, chosen on 2 shared CPU cores with the small Transformer (README,
+# "Exporting and serving"): 512 padded tokens is about 40 one-line sentences.
+DEFAULT_MAX_BATCH_TOKENS = 512
+DEFAULT_MAX_BATCH_SENTENCES = 64
+DEFAULT_MAX_WAIT_SECONDS = 5.0
 
 
 class SentenceRequest:
@@ -84,6 +98,10 @@ class SentenceRequest:
         its longest, so that the others fill in below it."""
         return len(self._waiting) - 1
 
+    @property
+    def shortest_waiting_tokens(self):
+        return self._waiting[0][0]
+
     def closest_waiting(self, tokens, fits):
         """Position of the waiting sentence closest in length to ``tokens`` for
         which ``fits(length)`` holds, or None."""
@@ -107,6 +125,11 @@ class SentenceRequest:
         tokens, index = self._waiting.pop(position)
         self.scheduled += 1
         return index, tokens
+
+    def put_back(self, index):
+        """Undoes `take` of sentence ``index`` (it waits again)."""
+        bisect.insort(self._waiting, (self.tokens[index], index))
+        self.scheduled -= 1
 
     def drop_waiting(self):
         self._waiting = []
@@ -141,16 +164,18 @@ class SentenceScheduler:
     Args:
         max_batch_tokens: padded source tokens per batch (sentences x longest).
         max_batch_sentences: sentences per batch.
-        max_wait_seconds: after this long waiting, a request goes ahead of every
-            request that waited less (the bound on the oldest sentence's wait).
+        max_wait_seconds: after this long waiting, the oldest request has a
+            sentence in every batch (the bound on the oldest one's wait).
         batch_timeout_seconds: how long the oldest waiting request waits for
             others to join its batch.
         metrics: optional `Metrics`; told of queue waits and finished requests.
         clock: seconds, monotonic (tests pass their own).
     """
 
-    def __init__(self, max_batch_tokens=2048, max_batch_sentences=64,
-                 max_wait_seconds=2.0, batch_timeout_seconds=0.005, metrics=None,
+    def __init__(self, max_batch_tokens=DEFAULT_MAX_BATCH_TOKENS,
+                 max_batch_sentences=DEFAULT_MAX_BATCH_SENTENCES,
+                 max_wait_seconds=DEFAULT_MAX_WAIT_SECONDS, batch_timeout_seconds=0.005,
+                 metrics=None,
                  clock=time.monotonic):
         if max_batch_tokens < 1 or max_batch_sentences < 1:
             raise ValueError("max_batch_tokens and max_batch_sentences must be positive; "
@@ -257,20 +282,25 @@ class SentenceScheduler:
         tokens = sum(request.waiting_tokens for request in self._requests)
         return sentences >= self.max_batch_sentences or tokens >= self.max_batch_tokens
 
-    def _priority(self, request, now):
-        """Sort key of ``request``'s next sentence: aged requests first (oldest
-        first), then by fair-share tag (``start + sentences scheduled so far``);
-        at equal tags the request with fewer sentences waiting goes first, so
-        that a short request, not a document, sets the batch's length."""
-        if now - request.enqueued >= self.max_wait_seconds:
-            return (0, request.sequence, request.scheduled)
-        return (1, request.start_tag + request.scheduled, request.waiting, request.sequence)
+    def _priority(self, request):
+        """Sort key of ``request``'s next sentence: its fair-share tag; at equal
+        tags the request with fewer sentences waiting first, so that a short
+        request, not a document, sets the batch's length."""
+        # No credit for having fallen behind (its sentences did not fit beside
+        # shorter ones): a request's tag is never below the virtual time, as a
+        # flow becoming active in start-time fair queuing. Otherwise a document
+        # whose long sentences lagged would take whole batches to catch up
+        # while one-sentence requests wait.
+        tag = max(request.start_tag + request.scheduled, self._virtual_time)
+        return (tag, request.waiting, request.sequence)
 
     def _form_batch(self):
         now = self.clock()
-        heap = [(self._priority(request, now), request) for request in self._requests]
+        aged = [r for r in self._requests if now - r.enqueued >= self.max_wait_seconds]
+        oldest = aged[0] if aged else None  # `_requests` is in arrival order
+        heap = [(self._priority(request), request) for request in self._requests]
         heapq.heapify(heap)
-        options = heap[0][1].options
+        options = oldest.options if oldest else heap[0][1].options
         items, longest = [], 0
         largest_tag = self._virtual_time
         while heap and len(items) < self.max_batch_sentences:
@@ -288,12 +318,30 @@ class SentenceScheduler:
             index, tokens = request.take(position)
             items.append((request, index))
             longest = max(longest, tokens)
-            if key[0] == 1:
-                largest_tag = max(largest_tag, key[1])
-            if request.waiting:
-                heapq.heappush(heap, (self._priority(request, now), request))
+            largest_tag = max(largest_tag, key[0])
+            if request.waiting:  # its next sentence, at its next fair-share place
+                heapq.heappush(heap, (self._priority(request), request))
+        if oldest is not None and all(request is not oldest for request, _ in items):
+            items, longest = self._make_room(items, oldest)
         self._virtual_time = largest_tag
         self._requests = [request for request in self._requests if request.waiting]
+        assert items, "a batch is formed only while a request waits"
         if self.metrics is not None:
             self.metrics.queue_waits([now - request.enqueued for request, _ in items])
         return Batch(options, items, longest, now)
+
+    def _make_room(self, items, oldest):
+        """``items`` plus the shortest waiting sentence of ``oldest``, the oldest
+        aged request, after putting back the lowest-priority sentences (the
+        last taken) until it fits the budget."""
+        shortest = oldest.shortest_waiting_tokens
+        while items:
+            longest = max([shortest] + [r.tokens[i] for r, i in items])
+            if (len(items) + 1) * longest <= self.max_batch_tokens and (
+                    len(items) < self.max_batch_sentences):
+                break
+            request, index = items.pop()
+            request.put_back(index)
+        index, _ = oldest.take(0)  # its shortest
+        items.append((oldest, index))
+        return items, max(request.tokens[i] for request, i in items)

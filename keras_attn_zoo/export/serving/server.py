@@ -9,6 +9,9 @@ from http.server import ThreadingHTTPServer
 from keras_attn_zoo.export.serving.handler import Handler
 from keras_attn_zoo.export.serving.parsing import DEFAULT_LIMITS
 from keras_attn_zoo.export.serving.runner import ModelRunner
+from keras_attn_zoo.export.serving.scheduler import DEFAULT_MAX_BATCH_SENTENCES
+from keras_attn_zoo.export.serving.scheduler import DEFAULT_MAX_BATCH_TOKENS
+from keras_attn_zoo.export.serving.scheduler import DEFAULT_MAX_WAIT_SECONDS
 
 
 class ServingHTTPServer(ThreadingHTTPServer):
@@ -40,7 +43,9 @@ class ServingHTTPServer(ThreadingHTTPServer):
 
 def serve(model, port=8501, host="127.0.0.1", name=None, ready_callback=None,
           labels=None, split_sentences=True, batch_timeout_ms=5.0,
-          batch_max_sentences=64, batch_max_tokens=2048, max_wait_ms=2000.0, **limits):
+          batch_max_sentences=DEFAULT_MAX_BATCH_SENTENCES,
+          batch_max_tokens=DEFAULT_MAX_BATCH_TOKENS,
+          max_wait_ms=1000 * DEFAULT_MAX_WAIT_SECONDS, **limits):
     """Runs the server until SIGTERM / SIGINT; returns 0.
 
     ``batch_max_tokens`` (padded source tokens per model call),
