@@ -103,22 +103,17 @@ class SentenceRequest:
         return self._waiting[0][0]
 
     def closest_waiting(self, tokens, fits):
-        """Position of the waiting sentence closest in length to ``tokens`` for
-        which ``fits(length)`` holds, or None."""
-        middle = bisect.bisect_left(self._waiting, (tokens, -1))
-        below, above = middle - 1, middle
-        while below >= 0 or above < len(self._waiting):
-            # Prefer the nearer side; at equal distance the shorter one.
-            take_above = below < 0 or (above < len(self._waiting) and (
-                self._waiting[above][0] - tokens < tokens - self._waiting[below][0]))
-            position = above if take_above else below
-            if fits(self._waiting[position][0]):
-                return position
-            if take_above:
-                above += 1
-            else:
-                below -= 1
-        return None
+        """Position of the waiting sentence closest in length to ``tokens`` (at
+        equal distance the shorter) for which ``fits(length)`` holds, or None.
+        ``fits`` is monotone (a length fits, so does every shorter one), so
+        only the nearest sentence on each side can be the answer."""
+        middle = bisect.bisect_left(self._waiting, (tokens, -1))  # first >= tokens
+        sides = [p for p in (middle - 1, middle) if 0 <= p < len(self._waiting)
+                 and fits(self._waiting[p][0])]
+        if not sides:
+            return None
+        return min(sides, key=lambda p: (abs(self._waiting[p][0] - tokens),
+                                         self._waiting[p][0]))
 
     def take(self, position):
         """Removes waiting sentence at ``position``; returns ``(index, tokens)``."""
