@@ -197,7 +197,11 @@ class ModelRunner:
             batch = self.scheduler.next_batch()
             if batch is None:
                 return
-            self.run_batch(batch)
+            try:
+                self.run_batch(batch)
+            except Exception as error:  # the worker must outlive any one batch
+                for request in batch.requests:
+                    self.scheduler.fail(request, error)
 
     def run_batch(self, batch):
         """Runs ``batch`` and hands its results to the scheduler. A sentence the
