@@ -33,7 +33,7 @@ the log-probability of each target piece and of the final EOS (forced decoding).
 
     keras-attn-zoo export-ct2 --model runs/NAME --output ct2/NAME [--quantization int8]
 
-``serve`` runs the HTTP server of ``keras_attn_zoo.export.server`` (TensorFlow
+``serve`` runs the HTTP server of ``keras_attn_zoo.export.serving`` (TensorFlow
 Serving's REST shapes plus a ``:translate`` method and a page at ``/``).
 """
 
@@ -481,27 +481,37 @@ def _add_serve_arguments(parser):
     parser.add_argument("--no-split-sentences", action="store_true",
                         help="translate each input as one sentence (default: split "
                              "into sentences, translate, join)")
+    # Defaults as in keras_attn_zoo/export/serving/scheduler.py (not imported
+    # here: it would load TensorFlow before the command runs).
+    parser.add_argument("--batch-max-tokens", type=int, default=512,
+                        help="padded source tokens per model call (sentences x the "
+                             "longest), across requests (512)")
     parser.add_argument("--batch-max-sentences", type=int, default=64,
                         help="sentences per model call across requests (64)")
     parser.add_argument("--batch-timeout-ms", type=float, default=5.0,
                         help="how long the oldest waiting request waits for others "
                              "to share its batch (5 ms)")
+    parser.add_argument("--max-wait-ms", type=float, default=5000.0,
+                        help="from this wait on, the oldest request has a sentence "
+                             "in every model call (5000 ms)")
     parser.add_argument("--version-label", action="append", default=[],
                         metavar="LABEL", help="a TF Serving version label "
                         "(/labels/LABEL) for the served version; repeatable")
 
 
 def _serve_command(args) -> int:
-    from keras_attn_zoo.export import server
+    from keras_attn_zoo.export import serving
 
-    return server.serve(args.model, port=args.port, host=args.host, name=args.name,
-                        max_batch_size=args.max_batch_size,
-                        max_request_bytes=args.max_request_bytes,
-                        max_text_chars=args.max_text_chars,
-                        labels=args.version_label,
-                        split_sentences=not args.no_split_sentences,
-                        batch_max_sentences=args.batch_max_sentences,
-                        batch_timeout_ms=args.batch_timeout_ms)
+    return serving.serve(args.model, port=args.port, host=args.host, name=args.name,
+                         max_batch_size=args.max_batch_size,
+                         max_request_bytes=args.max_request_bytes,
+                         max_text_chars=args.max_text_chars,
+                         labels=args.version_label,
+                         split_sentences=not args.no_split_sentences,
+                         batch_max_sentences=args.batch_max_sentences,
+                         batch_max_tokens=args.batch_max_tokens,
+                         max_wait_ms=args.max_wait_ms,
+                         batch_timeout_ms=args.batch_timeout_ms)
 
 
 def main(argv=None) -> int:

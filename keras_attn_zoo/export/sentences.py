@@ -4,7 +4,8 @@ sentences; a paragraph sent as one input would come back as one short sentence).
 The SavedModel signatures stay sentence-level (TF Serving proper loads them as
 they are); the server and the CLI split each input with the Moses-derived
 `sentence-splitter` package (its non-breaking prefixes keep "Dr. Müller kam am
-3. Mai." together), translate all sentences as one batch and join the results.
+3. Mai." together), translate the sentences (the CLI as one batch, the server
+through its scheduler, `serving/scheduler.py`) and join the results.
 """
 
 from __future__ import annotations
