@@ -38,6 +38,9 @@ from keras_attn_zoo.models.eager.special_ids import DEFAULT_START_PADS
 # import decoding).
 NEG_INF = -1e9
 
+# `decoding.common.LENGTH_NORMALIZATIONS` (models may not import decoding).
+LENGTH_NORMALIZATIONS = ("gnmt", "average")
+
 DEFAULT_EPSILON_LIMIT = 3
 DEFAULT_SOURCE_PADDING_INJECTION = 4
 DEFAULT_BEAM_SIZE = 5
@@ -115,9 +118,12 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
 
 
 def eager_processor_for(model, **options):
-    """:func:`eager_logits_processor` with the model's special ids and start pads."""
+    """:func:`eager_logits_processor` with the model's special ids, start pads
+    and decoding options (``options`` override them)."""
     start_id, epsilon_id, source_pad_id = model.special_ids
-    options.setdefault("start_pads", model.zoo_config["start_pads"])
+    for name in ("start_pads", "epsilon_limit", "source_padding_injection"):
+        if name in model.zoo_config:  # configs saved before issue 32 lack the last two
+            options.setdefault(name, model.zoo_config[name])
     return eager_logits_processor(start_id, epsilon_id, source_pad_id, **options)
 
 
