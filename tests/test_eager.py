@@ -633,3 +633,33 @@ def test_source_use_probe_derangement_and_gap(id_pairs, tiny_tokenizer):
     # An untrained model barely reads its source.
     assert abs(result["gap"]) < 0.05, result
     assert result == source_use_probe(model, pairs)  # same derangement each call
+
+
+def test_reference_injection_end_reads_every_pad_before_the_source_eos():
+    """"choose": EOS at t >= n is scored by reading the source EOS; with a
+    model that makes that EOS certain, every hypothesis ends at t = n.
+    "reference": the pad-reading step's own EOS (made impossible here) until
+    the N pads are read, so the output runs to n + N - P tokens."""
+    from keras_attn_zoo.models.eager.processor import apply_eager_rules
+
+    _, lengths = decode_sources()
+    eos_log_prob = tf.zeros([3])  # reading the source EOS: EOS certain
+    log_probs = tf.nn.log_softmax(tf.concat(
+        [tf.zeros([3, EOS]), tf.fill([3, 1], -50.0), tf.zeros([3, VOCAB - EOS - 1])], 1))
+    rules = dict(start_id=START, epsilon_id=EPS, source_pad_id=SRC_PAD, start_pads=2,
+                 source_padding_injection=3)
+    ends = tf.constant(lengths, tf.int32)
+    for step in range(12):
+        choose = apply_eager_rules(
+            log_probs, step, tf.zeros([3], tf.int32), ends, eos_log_prob, **rules)
+        reference = apply_eager_rules(
+            log_probs, step, tf.zeros([3], tf.int32), ends, eos_log_prob,
+            injection_end="reference", **rules)
+        for row, n in enumerate(lengths):
+            if step < max(n, 2):
+                continue
+            assert float(choose[row, EOS]) == 0.0  # ends at once
+            expected = 0.0 if step >= n + 3 else float(log_probs[row, EOS])
+            assert float(reference[row, EOS]) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="injection_end"):
+        eager_translator(VOCAB, preset="tiny", injection_end="never")

@@ -93,7 +93,8 @@ class EagerStreamer:
                                         DEFAULT_EPSILON_LIMIT),
             source_padding_injection=model_default(
                 "source_padding_injection", source_padding_injection,
-                DEFAULT_SOURCE_PADDING_INJECTION))
+                DEFAULT_SOURCE_PADDING_INJECTION),
+            injection_end=model.zoo_config.get("injection_end", "choose"))
         self.max_length_a = max_length_a
         self.max_length_b = max_length_b
         self.carry_state = carry_state

@@ -35,7 +35,10 @@ alternative "read the source EOS now and end" is computed in the same step,
 and its EOS log-probability is returned in ``state["eos_log_prob"]``. The
 processor scores a target EOS with it and every other token with the
 pad-reading logits, so a hypothesis chooses at each step ``t >= n`` between
-ending (source EOS read) and one more injected source pad, up to N pads.
+ending (source EOS read) and one more injected source pad, up to N pads
+(``injection_end="choose"``, the default; ``"reference"`` reads the N pads
+first, as the reference code does, and ends early only if the model predicts
+EOS while reading a pad).
 
 Export (``keras_attn_zoo.export.Translator`` hooks): the model exposes
 ``logits_processor`` (the decoding rules above with the paper's defaults),
@@ -55,6 +58,7 @@ from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from keras_attn_zoo.layers.eager_embedding import EagerEmbedding
 from keras_attn_zoo.models.eager.processor import DEFAULT_EPSILON_LIMIT
 from keras_attn_zoo.models.eager.processor import DEFAULT_SOURCE_PADDING_INJECTION
+from keras_attn_zoo.models.eager.processor import INJECTION_ENDS
 from keras_attn_zoo.models.eager.processor import LENGTH_NORMALIZATIONS
 from keras_attn_zoo.models.eager.processor import eager_processor_for
 from keras_attn_zoo.models.eager.special_ids import DEFAULT_START_PADS
@@ -81,7 +85,8 @@ EAGER_PRESETS = {
 
 
 # The decoding options a model carries in its config (`set_decoding`).
-DECODING_OPTIONS = ("source_padding_injection", "epsilon_limit", "length_normalization")
+DECODING_OPTIONS = ("source_padding_injection", "epsilon_limit", "length_normalization",
+                    "injection_end")
 
 
 def _check_decoding_options(config):
@@ -89,6 +94,9 @@ def _check_decoding_options(config):
         value = config[name]
         if isinstance(value, bool) or not isinstance(value, int) or value < 0:
             raise ValueError(f"{name} must be an int >= 0, got {value!r}.")
+    if config["injection_end"] not in INJECTION_ENDS:
+        raise ValueError(f"injection_end must be one of {INJECTION_ENDS}, "
+                         f"got {config['injection_end']!r}.")
     if config["length_normalization"] not in LENGTH_NORMALIZATIONS:
         raise ValueError(f"length_normalization must be one of {LENGTH_NORMALIZATIONS}, "
                          f"got {config['length_normalization']!r}.")
@@ -135,6 +143,10 @@ class EagerLSTMTranslator(ZooModel):
             With start pads P a hypothesis holds at most n + N - P word
             pieces (n = source pieces with EOS), so a larger N and a ranking
             that does not favour ending early lengthen the output.
+        injection_end: ``"choose"`` (the zoo's: every step after the
+            source may end by reading the source EOS) or ``"reference"``
+            (the reference's SPI: the N pads are read before the source
+            EOS); see ``models.eager.processor``.
 
     The reference code's weight drop (DropConnect on the recurrent weights)
     was off in the paper's runs and is not implemented.
@@ -172,6 +184,7 @@ class EagerLSTMTranslator(ZooModel):
         source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
         epsilon_limit=DEFAULT_EPSILON_LIMIT,
         length_normalization="gnmt",
+        injection_end="choose",
         **kwargs,
     ):
         config = dict(
@@ -183,6 +196,7 @@ class EagerLSTMTranslator(ZooModel):
             source_pad_id=source_pad_id, start_pads=start_pads,
             source_padding_injection=source_padding_injection,
             epsilon_limit=epsilon_limit, length_normalization=length_normalization,
+            injection_end=injection_end,
         )
         _check_decoding_options(config)
         default = EagerSpecialIds.for_model_vocabulary(vocabulary_size)
@@ -269,8 +283,9 @@ class EagerLSTMTranslator(ZooModel):
         return self.zoo_config["length_normalization"]
 
     def set_decoding(self, **options):
-        """Changes ``source_padding_injection``, ``epsilon_limit`` or
-        ``length_normalization`` (kept in the config, so saved and exported)."""
+        """Changes ``source_padding_injection``, ``epsilon_limit``,
+        ``length_normalization`` or ``injection_end`` (kept in the config, so
+        saved and exported)."""
         unknown = sorted(set(options) - set(DECODING_OPTIONS))
         if unknown:
             raise TypeError(f"Unknown decoding option(s) {unknown}; valid ones are "
