@@ -39,6 +39,13 @@ OPTION_VARIANTS = {
     "weighted all slots, softmax": ("weighted_transformer", {
         "branched_slots": ["encoder_self", "decoder_self", "cross"],
         "weight_parameterization": "softmax"}),
+    # Issue 32's variants (WEIGHTED_VARIANTS, "paper" is the published model).
+    "weighted gain": ("weighted_transformer", {"weight_gain": "branches"}),
+    "weighted gain rms, random start": ("weighted_transformer", {
+        "weight_gain": "branches_rms", "weight_initialization": "random"}),
+    "weighted port (branch residual + norm)": ("weighted_transformer", {
+        "branch_residual_norm": True, "weight_parameterization": "softmax",
+        "weight_initialization": "random"}),
     "RNNsearch dense, shared, normalised": ("bahdanau_rnn", {
         "output": "dense", "share_embeddings": True, "normalize_attention": True}),
 }

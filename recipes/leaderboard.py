@@ -388,7 +388,10 @@ def run_cell(args, model, seed):
         "data", "epochs_completed", "learning_curve", "machine", "epsilon_proportion",
         "resumed_from_step", "training_clock_seconds")})
     if results.get("epsilon_proportion") is not None:
-        cell["eager"] = {"epsilon_share": results["epsilon_proportion"]}
+        cell["eager"] = {"epsilon_share": results["epsilon_proportion"],
+                         # {start pads: share}: the share falls as they grow
+                         "epsilon_share_by_start_pads":
+                             results.get("epsilon_proportion_by_start_pads")}
     # Every cell must share the vocabulary: its fingerprint is in the table's settings.
     cell["vocabulary"] = hashlib.sha256(
         (config.paths[0] / "vocab.model").read_bytes()).hexdigest()[:16]

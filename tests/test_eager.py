@@ -503,3 +503,163 @@ def test_aligned_training_lowers_the_loss_and_resumes(id_pairs, tiny_tokenizer, 
     summary = resumed.train(stream, max_steps=33, verbose=0)
     assert summary.resumed_from_step == 30 and summary.steps == 33
     assert list((tmp_path / "logs").iterdir())  # TensorBoard events were written
+
+
+# ---- issue 32: shuffled stream, ε by start pads, decoding options, the probe ------------------
+
+
+def _stream_windows(dataset):
+    return [(w[0]["source_ids"], w[0]["target_ids"], w[1]) for w in dataset.as_numpy_iterator()]
+
+
+def test_aligned_stream_is_shuffled_per_epoch_and_resumes_mid_epoch(id_pairs, tiny_tokenizer,
+                                                                   tmp_path):
+    """The stream of epoch e is a function of (seed, e): the same when rebuilt
+    (what a resumed run does), another order in the next epoch, the same
+    pairs. A run stopped after 5 windows resumes at window 5 of that stream."""
+    from keras_attn_zoo.training import Trainer
+
+    def stream(epoch):
+        return make_aligned_stream_dataset(id_pairs, 8, 20, shuffle_seed=(0, epoch))
+
+    first, again, second = (_stream_windows(stream(e)) for e in (0, 0, 1))
+    for a, b in zip(first, again):
+        for x, y in zip(a, b):
+            np.testing.assert_array_equal(x, y)
+    assert not np.array_equal(first[0][0], second[0][0])
+    unshuffled = _stream_windows(make_aligned_stream_dataset(id_pairs, 8, 20))
+    assert not np.array_equal(first[0][0], unshuffled[0][0])
+    # Same tokens (each column drops at most a remainder shorter than 8).
+    for epoch_windows in (first, second):
+        labels = np.concatenate([w[2] for w in epoch_windows], axis=1).reshape(-1)
+        everything = np.concatenate([t for _, t in id_pairs])
+        assert len(everything) - len(labels) < 8
+        assert abs(np.bincount(labels, minlength=200)
+                   - np.bincount(everything, minlength=200)).sum() <= 2 * 8
+
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+
+    seed_everything(0)
+    size = eager_family.eager_vocabulary_size(vocabulary_size(tiny_tokenizer))
+    trainer = Trainer(eager_translator(size, preset="tiny", start_pads=2),
+                      keras.optimizers.Adam(1e-3), checkpoint_dir=str(tmp_path),
+                      checkpoint_every=5, carry_state=True)
+    trainer.train(stream, max_steps=5, verbose=0)
+    resumed = Trainer(eager_translator(size, preset="tiny", start_pads=2),
+                      keras.optimizers.Adam(1e-3), checkpoint_dir=str(tmp_path),
+                      checkpoint_every=5, carry_state=True)
+    assert resumed.restore() == 5
+    next_window = _stream_windows(resumed.epoch_dataset(stream, 0).take(1))[0]
+    for got, want in zip(next_window, first[5]):
+        np.testing.assert_array_equal(got, want)
+
+
+def test_epsilon_share_is_reported_at_several_start_pads(tiny_tokenizer):
+    """Start pads absorb ε: the share falls as they grow (0, 3 and 5 reported)."""
+    pairs = [("a b c d e f", "f e d c b a"), ("g h i j", "j i h g")]
+    reversed_links = []
+    for source, _ in pairs:
+        pieces = len(tiny_tokenizer.tokenize(source).numpy())
+        reversed_links.append([(i, pieces - 1 - i) for i in range(pieces)])
+    _, stats = make_eager_id_pairs(pairs, tiny_tokenizer, aligner=reversed_links,
+                                   start_pads=2)
+    shares = stats["proportion_by_start_pads"]
+    assert sorted(shares) == [0, 2, 3, 5]
+    assert shares[2] == stats["proportion"]
+    assert shares[0] > shares[2] > shares[3] >= shares[5], shares
+
+
+def test_beam_search_average_length_normalization():
+    """"average" divides the hypothesis' log-prob by its tokens with EOS (the
+    reference's log-prob / (i + 1)); one beam finds the same hypothesis as
+    the unnormalised search, whose score is the raw log-prob."""
+    from keras_attn_zoo.decoding import common
+
+    seed_everything(0)
+    model = eager_translator(VOCAB, preset="tiny", start_pads=2)
+    sources, _ = decode_sources()
+    processor = eager_processor_for(model)
+    raw = beam_search(model, sources, beam_size=1, length_penalty=0.0,
+                      logits_processor=processor)
+    average = beam_search(model, sources, beam_size=1, logits_processor=processor,
+                          length_normalization="average")
+    np.testing.assert_array_equal(raw["ids"], average["ids"])
+    tokens = np.asarray(raw["lengths"], np.float32) + 1.0  # with EOS
+    np.testing.assert_allclose(np.asarray(average["scores"]),
+                               np.asarray(raw["scores"]) / tokens, rtol=1e-5)
+    with pytest.raises(ValueError, match="length_normalization"):
+        common.length_normalizer("sum", 0.6)
+
+
+def test_decoding_options_live_in_the_config_and_reach_the_processor(tmp_path):
+    model = eager_translator(VOCAB, preset="tiny", start_pads=2,
+                             length_normalization="average", source_padding_injection=7)
+    assert model.length_normalization == "average"
+    before = model.logits_processor
+    model.set_decoding(source_padding_injection=0, epsilon_limit=1)
+    assert model.logits_processor is not before  # rebuilt with the new values
+    restored = type(model).from_config(model.get_config())
+    assert restored.zoo_config["source_padding_injection"] == 0
+    assert restored.zoo_config["epsilon_limit"] == 1
+    assert restored.length_normalization == "average"
+    # N = 0: at most (source tokens before EOS) - (start pads) words.
+    sources, lengths = decode_sources()
+    for row, length in zip(eager_translate(model, sources, beam_size=2), lengths):
+        assert len(row) <= max(length - 2, 0)
+    with pytest.raises(ValueError, match="length_normalization"):
+        model.set_decoding(length_normalization="sum")
+    with pytest.raises(TypeError, match="Unknown decoding option"):
+        model.set_decoding(beam_size=3)
+    with pytest.raises(ValueError, match="source_padding_injection"):
+        eager_translator(VOCAB, preset="tiny", source_padding_injection=-1)
+
+
+def test_source_use_probe_derangement_and_gap(id_pairs, tiny_tokenizer):
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+    from keras_attn_zoo.models.eager.probe import shuffled_sources, source_use_probe
+
+    size = eager_family.eager_vocabulary_size(vocabulary_size(tiny_tokenizer))
+    special = eager_family.eager_special_ids(vocabulary_size(tiny_tokenizer))
+    pairs = id_pairs[:30]
+    shuffled = shuffled_sources(pairs, special, seed=0)
+    for (source, target), (other, same_target) in zip(pairs, shuffled):
+        assert len(other) == len(source) and other[-1] == EOS
+        np.testing.assert_array_equal(target, same_target)
+        assert not np.array_equal(source, other)
+    seed_everything(0)
+    model = eager_translator(size, preset="tiny", start_pads=2)
+    result = source_use_probe(model, pairs)
+    assert result["word_labels"] > 0
+    # An untrained model barely reads its source.
+    assert abs(result["gap"]) < 0.05, result
+    assert result == source_use_probe(model, pairs)  # same derangement each call
+
+
+def test_reference_injection_end_reads_every_pad_before_the_source_eos():
+    """"choose": EOS at t >= n is scored by reading the source EOS; with a
+    model that makes that EOS certain, every hypothesis ends at t = n.
+    "reference": the pad-reading step's own EOS (made impossible here) until
+    the N pads are read, so the output runs to n + N - P tokens."""
+    from keras_attn_zoo.models.eager.processor import apply_eager_rules
+
+    _, lengths = decode_sources()
+    eos_log_prob = tf.zeros([3])  # reading the source EOS: EOS certain
+    log_probs = tf.nn.log_softmax(tf.concat(
+        [tf.zeros([3, EOS]), tf.fill([3, 1], -50.0), tf.zeros([3, VOCAB - EOS - 1])], 1))
+    rules = dict(start_id=START, epsilon_id=EPS, source_pad_id=SRC_PAD, start_pads=2,
+                 source_padding_injection=3)
+    ends = tf.constant(lengths, tf.int32)
+    for step in range(12):
+        choose = apply_eager_rules(
+            log_probs, step, tf.zeros([3], tf.int32), ends, eos_log_prob, **rules)
+        reference = apply_eager_rules(
+            log_probs, step, tf.zeros([3], tf.int32), ends, eos_log_prob,
+            injection_end="reference", **rules)
+        for row, n in enumerate(lengths):
+            if step < max(n, 2):
+                continue
+            assert float(choose[row, EOS]) == 0.0  # ends at once
+            expected = 0.0 if step >= n + 3 else float(log_probs[row, EOS])
+            assert float(reference[row, EOS]) == pytest.approx(expected)
+    with pytest.raises(ValueError, match="injection_end"):
+        eager_translator(VOCAB, preset="tiny", injection_end="never")

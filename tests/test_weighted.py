@@ -10,11 +10,14 @@ import tensorflow as tf
 from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo.data.vocabulary import load_tokenizer
 from keras_attn_zoo.decoding import beam_search
+from keras_attn_zoo.layers.branched_weighted_attention import WEIGHT_GAINS
 from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
+from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.transformer import transformer
 from keras_attn_zoo.models.weighted_transformer import branch_width
 from keras_attn_zoo.models.weighted_transformer import branched_layers
+from keras_attn_zoo.models.weighted_transformer import WEIGHTED_VARIANTS
 from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 from keras_attn_zoo.training import Trainer
@@ -86,9 +89,14 @@ def test_projection_floor_and_dtype():
 # ---- the layer ------------------------------------------------------------------------
 
 
-def test_layer_computes_the_weighted_branch_sum():
-    """Output = Σ_i α_i FFN_i(κ_i head_i W_i^O), checked in NumPy."""
-    layer = BranchedWeightedAttention(num_heads=3, key_dim=4, intermediate_dim=5)
+@pytest.mark.parametrize("gain, residual_norm", [
+    ("simplex", False), ("branches", False), ("simplex", True), ("branches", True)])
+def test_layer_computes_the_weighted_branch_sum(gain, residual_norm):
+    """Output = Σ_i g α_i F_i(g κ_i head_i W_i^O), checked in NumPy: g = 1
+    (paper) or M (`weight_gain="branches"`); F_i = FFN_i (paper) or
+    y -> LN_i(y + FFN_i(y)) (`branch_residual_norm`, the port's)."""
+    layer = BranchedWeightedAttention(num_heads=3, key_dim=4, intermediate_dim=5,
+                                      weight_gain=gain, branch_residual_norm=residual_norm)
     rng = np.random.default_rng(1)
     x = rng.normal(size=(2, 4, 8)).astype("float32")
     memory = rng.normal(size=(2, 6, 8)).astype("float32")
@@ -96,7 +104,11 @@ def test_layer_computes_the_weighted_branch_sum():
     layer(x, memory, context_mask=mask)
     layer.kappa.assign([0.5, 0.3, 0.2])
     layer.alpha.assign([0.1, 0.0, 0.9])
+    if residual_norm:  # non-trivial LN_i parameters
+        layer.branch_norm_scale.assign(rng.normal(1.0, 0.3, (3, 8)).astype("float32"))
+        layer.branch_norm_offset.assign(rng.normal(0.0, 0.3, (3, 8)).astype("float32"))
     out = np.asarray(layer(x, memory, context_mask=mask))
+    g = 3.0 if gain == "branches" else 1.0
 
     def heads(projection, inputs):
         """`HeadsProjection`: one `d x (M k)` matrix, split into M branches."""
@@ -114,14 +126,102 @@ def test_layer_computes_the_weighted_branch_sum():
         weights /= weights.sum(-1, keepdims=True)
         head = np.einsum("bts,bsk->btk", weights, v[:, :, i])
         projected = head @ np.asarray(layer.output_projection.kernel)[i]
-        projected = (projected + np.asarray(layer.output_projection.bias)[i]) * kappa
+        projected = (projected + np.asarray(layer.output_projection.bias)[i]) * g * kappa
         hidden = np.maximum(
             projected @ np.asarray(layer.ffn_inner.kernel)[i]
             + np.asarray(layer.ffn_inner.bias)[i], 0.0)
         ffn = hidden @ np.asarray(layer.ffn_outer.kernel)[i] + np.asarray(
             layer.ffn_outer.bias)[i]
-        expected += alpha * ffn
+        if residual_norm:
+            y = projected + ffn
+            y = (y - y.mean(-1, keepdims=True)) / np.sqrt(y.var(-1, keepdims=True) + 1e-6)
+            ffn = (y * np.asarray(layer.branch_norm_scale)[i]
+                   + np.asarray(layer.branch_norm_offset)[i])
+        expected += g * alpha * ffn
     np.testing.assert_allclose(out, expected, atol=1e-5)
+
+
+def sublayer_rms(layer, x):
+    return float(np.sqrt(np.mean(np.asarray(layer(x)) ** 2)))
+
+
+@pytest.mark.parametrize("variant", sorted(WEIGHTED_VARIANTS))
+def test_initial_output_rms_against_the_transformers_attention(variant):
+    """Issue 32: the paper's form starts ~10x below the attention sublayer
+    it replaces (κ_i α_i = 1/M²); every gain-corrected variant starts within
+    2x of it. Layer-level, at the "small" preset's shape (d 256, 4 heads,
+    split branch FFNs), on unit-RMS input (what a pre-norm block feeds).
+    benchmarks/weighted_variants.py measured the means over 4 initialisations
+    (results/weighted_variants-2026-11-25.json): paper 0.095x, gain 1.53x,
+    gain_random 1.57x, gain_rms_random 0.82x, port 1.40x. One draw of the
+    random start with M·κ, M·α can exceed 2x (2.06x seen: the squared weights
+    of a non-uniform start sum to more than the uniform one's), hence 2.5x
+    there."""
+    x = keras.random.normal((4, 12, 256), seed=3)
+    attention = sublayer_rms(MultiHeadAttention(4, 64), x)
+    options = dict(WEIGHTED_VARIANTS[variant])
+    branched = sublayer_rms(
+        BranchedWeightedAttention(4, 64, intermediate_dim=1024 // 4, **options), x)
+    ratio = branched / attention
+    if variant == "paper":
+        assert ratio < 0.2, ratio
+    else:
+        high = 2.5 if variant == "gain_random" else 2.0
+        assert 0.5 <= ratio <= high, (variant, branched, attention)
+
+
+def kappa_alpha_gradients(layer, x):
+    with tf.GradientTape() as tape:
+        loss = tf.reduce_sum(layer(x) * tf.random.stateless_normal(x.shape, (1, 2)))
+    kappa, alpha = tape.gradient(loss, [layer.kappa, layer.alpha])
+    return np.asarray(kappa), np.asarray(alpha)
+
+
+def test_uniform_start_ties_kappa_and_alpha_and_random_start_breaks_the_tie():
+    """With zero biases the output is Σ κ_i α_i FFN_i(y_i), so dL/dκ_i =
+    α_i g_i and dL/dα_i = κ_i g_i: equal at the uniform start (the issue's
+    tie), different (ratio α_i / κ_i) from the port's random start."""
+    x = tf.random.normal((2, 5, 16), seed=4)
+    for gain in WEIGHT_GAINS:
+        tied = BranchedWeightedAttention(4, 4, 8, weight_gain=gain)
+        kappa, alpha = kappa_alpha_gradients(tied, x)
+        assert np.abs(kappa).max() > 1e-4
+        np.testing.assert_allclose(kappa, alpha, rtol=1e-4, atol=1e-7)
+
+        untied = BranchedWeightedAttention(4, 4, 8, weight_gain=gain,
+                                           weight_initialization="random")
+        kappa, alpha = kappa_alpha_gradients(untied, x)
+        weights = untied.branch_weights()
+        assert_on_simplex(weights["kappa"])
+        assert np.ptp(weights["kappa"]) > 1e-3  # not uniform
+        assert np.abs(kappa - alpha).max() > 0.05 * np.abs(alpha).max(), (kappa, alpha)
+        # The product structure: g_i = dL/dκ_i / α_i = dL/dα_i / κ_i.
+        np.testing.assert_allclose(kappa * np.asarray(weights["kappa"]),
+                                   alpha * np.asarray(weights["alpha"]), rtol=1e-3, atol=1e-7)
+
+
+def test_branch_residual_norm_makes_kappa_act_only_through_the_biases():
+    """LN_i is scale invariant: with FFN_i's biases at 0, κ_i's gradient is
+    ~0 (only the norm's epsilon); with non-zero biases it is not."""
+    x = tf.random.normal((2, 5, 16), seed=5)
+    layer = BranchedWeightedAttention(4, 4, 8, branch_residual_norm=True)
+    kappa, alpha = kappa_alpha_gradients(layer, x)
+    assert np.abs(alpha).max() > 1e-2
+    assert np.abs(kappa).max() < 1e-3 * np.abs(alpha).max(), (kappa, alpha)
+    layer.ffn_inner.bias.assign(np.full((4, 8), 0.3, "float32"))
+    kappa, alpha = kappa_alpha_gradients(layer, x)
+    assert np.abs(kappa).max() > 1e-2 * np.abs(alpha).max(), (kappa, alpha)
+
+
+def test_option_values_are_checked_and_round_trip():
+    with pytest.raises(ValueError, match="weight_gain"):
+        BranchedWeightedAttention(2, 2, 4, weight_gain="double")
+    with pytest.raises(ValueError, match="weight_initialization"):
+        BranchedWeightedAttention(2, 2, 4, weight_initialization="zeros")
+    layer = BranchedWeightedAttention(2, 2, 4, **WEIGHTED_VARIANTS["port"])
+    layer(keras.random.normal((1, 3, 4)))
+    clone = BranchedWeightedAttention.from_config(layer.get_config())
+    assert clone.get_config() == layer.get_config()
 
 
 def test_a_zero_weight_stops_its_branch_gradient():
@@ -197,6 +297,10 @@ CONFIGURATIONS = {
         weight_parameterization="softmax", branch_intermediate_dim="full",
         num_heads=4,
     ),
+    # Issue 32's corrected forms (the step-fidelity contract for each).
+    "gain_rms_random": dict(WEIGHTED_VARIANTS["gain_rms_random"], num_heads=4),
+    "port": dict(WEIGHTED_VARIANTS["port"], num_heads=4,
+                 branched_slots=("encoder_self", "decoder_self", "cross")),
 }
 
 

@@ -41,7 +41,8 @@ from keras_attn_zoo.decoding.processors import with_ngram_blocking
 
 def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
                 max_length_a=2.0, max_length_b=10, num_return=1,
-                logits_processor=None, no_repeat_ngram_size=0):
+                logits_processor=None, no_repeat_ngram_size=0,
+                length_normalization="gnmt"):
     """Returns the ``num_return`` best hypotheses of each sentence.
 
     Usable eagerly, inside ``tf.function`` (with or without autograph) and with
@@ -52,6 +53,11 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
         source_ids: int32 ``[B, S]``, 0 = padding.
         beam_size: K, Python int or scalar int32 tensor.
         length_penalty: GNMT alpha, Python float or scalar tensor (0 = off).
+        length_normalization: ``"gnmt"`` (default: scores are divided by
+            ``((5 + n) / 6) ** length_penalty``) or ``"average"`` (divided by
+            ``n``, the mean log-prob per token, as the eager translator's
+            reference code ranks; ``length_penalty`` is then unused); ``n``
+            counts the generated tokens with EOS. A Python string.
         max_length_a, max_length_b: Python numbers or scalar tensors; sentence
             ``i`` emits at most ``ceil(a * source_length_i + b)`` tokens
             (excluding EOS; source_length counts non-pad tokens), after which
@@ -97,6 +103,7 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
     source_ids = tf.convert_to_tensor(source_ids, tf.int32)
     beam = tf.convert_to_tensor(beam_size, tf.int32)
     alpha = tf.convert_to_tensor(length_penalty, tf.float32)
+    normalizer = common.length_normalizer(length_normalization, alpha)
     checks = [
         tf.debugging.assert_greater_equal(
             beam, tf.maximum(num_return, 1),
@@ -205,7 +212,7 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
         eos_rows = top_rows[:, :beam]
         ends_now = tf.logical_and(top_valid, top_is_eos)[:, :beam]
         eos_scores = tf.where(
-            ends_now, top_scores[:, :beam] / common.length_penalty(step + 1, alpha),
+            ends_now, top_scores[:, :beam] / normalizer(step + 1),
             common.NEG_INF)
         finished_keys = ["finished_scores", "finished_tokens", "finished_lengths"]
         if track_attention:
@@ -242,8 +249,8 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
         # beat the worst finished one (an empty slot counts as NEG_INF).
         best_alive = tf.reduce_max(alive_scores, axis=1)
         reachable = tf.maximum(
-            best_alive / common.length_penalty(step + 2, alpha),
-            best_alive / common.length_penalty(max_lengths + 1, alpha))
+            best_alive / normalizer(step + 2),
+            best_alive / normalizer(max_lengths + 1))
         reachable = tf.where(best_alive > common.VALID_THRESHOLD, reachable,
                              common.NEG_INF)
         worst_finished = tf.reduce_min(finished["finished_scores"], axis=1)

@@ -63,6 +63,29 @@ def length_penalty(num_tokens, alpha):
     return tf.pow((5.0 + num_tokens) / 6.0, tf.cast(alpha, tf.float32))
 
 
+# How beam search normalises a finished hypothesis' log-probability by its
+# length: the GNMT penalty (the zoo's default), or the mean log-prob per token
+# (Press & Smith's reference generate.py ranks by log-prob / (i + 1)).
+LENGTH_NORMALIZATIONS = ("gnmt", "average")
+
+
+def length_normalizer(kind, alpha):
+    """``num_tokens -> divisor`` of a hypothesis' log-probability.
+
+    Args:
+        kind: ``"gnmt"``: :func:`length_penalty` with ``alpha``; ``"average"``:
+            ``num_tokens`` itself (EOS included, as the reference's ``i + 1``;
+            ``alpha`` is not used).
+        alpha: the GNMT alpha (float or scalar float tensor).
+    """
+    if kind == "gnmt":
+        return lambda num_tokens: length_penalty(num_tokens, alpha)
+    if kind == "average":
+        return lambda num_tokens: tf.cast(num_tokens, tf.float32)
+    raise ValueError(
+        f"length_normalization must be one of {LENGTH_NORMALIZATIONS}, got {kind!r}.")
+
+
 def source_lengths(source_ids, pad_id=PAD_ID):
     """Number of non-pad tokens of each source sentence, int32 ``[B]``."""
     return tf.reduce_sum(tf.cast(tf.not_equal(source_ids, pad_id), tf.int32), axis=1)

@@ -21,11 +21,14 @@ from keras_attn_zoo.models.eager.processor import strip_eager_tokens
 
 
 def eager_translate(model, source_ids, *, beam_size=DEFAULT_BEAM_SIZE, length_penalty=0.6,
-                    max_length_a=2.0, max_length_b=10, **options):
+                    max_length_a=2.0, max_length_b=10, length_normalization=None,
+                    **options):
     """Translates ``source_ids`` (int32 ``[B, S]``, ending with EOS) with the eager rules.
 
     ``beam_size=1`` runs ``greedy_search``. ``options`` go to
-    :func:`eager_logits_processor`. Returns one stripped id list per sentence.
+    :func:`eager_logits_processor` (default: the model's decoding options);
+    ``length_normalization`` None takes the model's. Returns one stripped id
+    list per sentence.
     """
     processor = eager_processor_for(model, **options)
     if beam_size == 1:
@@ -34,7 +37,10 @@ def eager_translate(model, source_ids, *, beam_size=DEFAULT_BEAM_SIZE, length_pe
     else:
         result = beam_search(model, source_ids, beam_size=beam_size,
                              length_penalty=length_penalty, max_length_a=max_length_a,
-                             max_length_b=max_length_b, logits_processor=processor)
+                             max_length_b=max_length_b, logits_processor=processor,
+                             length_normalization=(model.length_normalization
+                                                   if length_normalization is None
+                                                   else length_normalization))
     return [row[0] for row in strip_eager_tokens(result["ids"].numpy(), model.special_ids)]
 
 
@@ -59,7 +65,7 @@ class EagerStreamer:
     Args:
         model: an ``EagerLSTMTranslator``.
         start_pads, epsilon_limit, source_padding_injection: as for the
-            processor (start pads default to the model's).
+            processor (None: the model's).
         max_length_a, max_length_b: ``greedy_search``'s length limit
             ``ceil(a * (source tokens + EOS) + b)``; it only acts after the
             source has ended when ``max_length_a >= 1``.
@@ -70,16 +76,25 @@ class EagerStreamer:
     >>> words = streamer.feed([57, 12]) + streamer.feed([99]) + streamer.finish()
     """
 
-    def __init__(self, model, *, start_pads=None, epsilon_limit=DEFAULT_EPSILON_LIMIT,
-                 source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
-                 max_length_a=2.0, max_length_b=10, carry_state=False):
+    def __init__(self, model, *, start_pads=None, epsilon_limit=None,
+                 source_padding_injection=None, max_length_a=2.0, max_length_b=10,
+                 carry_state=False):
         self.model = model
         self.start_id, self.epsilon_id, self.source_pad_id = model.special_ids
+
+        def model_default(name, value, default):
+            return model.zoo_config.get(name, default) if value is None else value
+
         self.rules = dict(
             start_id=self.start_id, epsilon_id=self.epsilon_id,
             source_pad_id=self.source_pad_id,
-            start_pads=model.zoo_config["start_pads"] if start_pads is None else start_pads,
-            epsilon_limit=epsilon_limit, source_padding_injection=source_padding_injection)
+            start_pads=model_default("start_pads", start_pads, None),
+            epsilon_limit=model_default("epsilon_limit", epsilon_limit,
+                                        DEFAULT_EPSILON_LIMIT),
+            source_padding_injection=model_default(
+                "source_padding_injection", source_padding_injection,
+                DEFAULT_SOURCE_PADDING_INJECTION),
+            injection_end=model.zoo_config.get("injection_end", "choose"))
         self.max_length_a = max_length_a
         self.max_length_b = max_length_b
         self.carry_state = carry_state
@@ -181,3 +196,58 @@ class EagerStreamer:
     def memory_footprint(self):
         """Numbers held by the streamer: the LSTM states plus four scalars (constant)."""
         return sum(int(np.prod(t.shape)) for pair in self._states for t in pair) + 4
+
+
+# SPI values `choose_source_padding_injection` tries by default: none up to
+# twice the zoo's default start pads (with P start pads a hypothesis holds at
+# most n + N - P word pieces, so N < P caps every output below the source).
+SOURCE_PADDING_INJECTION_CANDIDATES = tuple(range(0, 11))
+
+
+def choose_source_padding_injection(model, tokenizer, dev_pairs, *,
+                                    candidates=SOURCE_PADDING_INJECTION_CANDIDATES,
+                                    beam_size=DEFAULT_BEAM_SIZE, length_penalty=0.6):
+    """Picks the source padding injection N with the best dev BLEU, as the paper
+    does ("the padding limit, source padding injection value, and beam size
+    ... are the ones that perform best on the development set"), and sets it
+    on the model (``set_decoding``), so that evaluation and export use it.
+
+    Each candidate decodes ``dev_pairs`` through ``export.Translator`` (the
+    exported search, the model's ``length_normalization``). Ties go to the
+    smaller N.
+
+    Args:
+        model: an ``EagerLSTMTranslator``.
+        tokenizer: its SentencePiece vocabulary.
+        dev_pairs: ``(source, reference)`` texts.
+        candidates: the N values tried.
+        beam_size, length_penalty: the search's.
+
+    Returns:
+        ``{"chosen": N, "by_value": {N: {"bleu", "chrf", "length_ratio"}}}``,
+        ``length_ratio`` being hypothesis words over reference words
+        (whitespace-split).
+    """
+    from keras_attn_zoo.evaluation.scores import corpus_scores
+    from keras_attn_zoo.export import Translator
+
+    if not dev_pairs:
+        raise ValueError("choose_source_padding_injection needs development pairs.")
+    candidates = sorted(set(int(n) for n in candidates))
+    sources = [source for source, _ in dev_pairs]
+    references = [reference for _, reference in dev_pairs]
+    reference_words = max(1, sum(len(r.split()) for r in references))
+    by_value = {}
+    for value in candidates:
+        model.set_decoding(source_padding_injection=value)
+        translator = Translator(model, tokenizer, beam_size=beam_size,
+                                length_penalty=length_penalty)
+        hypotheses = translator.translate_texts(sources)
+        scores = corpus_scores(hypotheses, references)
+        by_value[value] = {
+            "bleu": scores["bleu"], "chrf": scores["chrf"],
+            "length_ratio": round(sum(len(h.split()) for h in hypotheses)
+                                  / reference_words, 4)}
+    chosen = max(candidates, key=lambda n: (by_value[n]["bleu"], by_value[n]["chrf"], -n))
+    model.set_decoding(source_padding_injection=chosen)
+    return {"chosen": chosen, "by_value": by_value}

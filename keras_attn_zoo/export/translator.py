@@ -150,6 +150,9 @@ class Translator(tf.Module):
 
     * ``logits_processor``: None, or passed to every search as its
       ``logits_processor`` (model-specific decoding rules).
+    * ``length_normalization``: ``"gnmt"`` (the default: the ``length_penalty``
+      input is the GNMT alpha) or ``"average"`` (scores are mean log-probs per
+      token and ``length_penalty`` is unused), passed to ``beam_search``.
     * ``clean_output(ids, lengths, alignment) -> (ids, lengths, alignment)``:
       called on the best hypothesis of each sentence (``ids`` int32 [B, T] without
       BOS/EOS, 0-padded beyond ``lengths`` int32 [B]; ``alignment`` float32
@@ -266,7 +269,8 @@ class Translator(tf.Module):
                 length_penalty=length_penalty, max_length_a=max_length_a,
                 max_length_b=max_length_b, num_return=num_hypotheses,
                 no_repeat_ngram_size=no_repeat_ngram_size,
-                logits_processor=self.model.logits_processor)
+                logits_processor=self.model.logits_processor,
+                length_normalization=getattr(self.model, "length_normalization", "gnmt"))
         return search
 
     def _search_ids(self, source_ids, search):

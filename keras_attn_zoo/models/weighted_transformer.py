@@ -75,6 +75,20 @@ DEFAULT_BRANCHED_SLOTS = (ENCODER_SELF, CROSS)
 
 MODEL_ARGUMENTS = TRANSFORMER_ARGUMENTS - set(_SLOT_ARGUMENTS.values())
 
+# The variants of issue 32, as `weighted_transformer` keyword arguments: the
+# paper's equations, the gain-corrected form (uniform and the port's random
+# start), the RMS-preserving gain with the random start, and the port's form
+# (per-branch residual + norm, softmax of random logits). tests/test_weighted.py and benchmarks/weighted_variants.py
+# run each.
+WEIGHTED_VARIANTS = {
+    "paper": dict(),
+    "gain": dict(weight_gain="branches"),
+    "gain_random": dict(weight_gain="branches", weight_initialization="random"),
+    "gain_rms_random": dict(weight_gain="branches_rms", weight_initialization="random"),
+    "port": dict(branch_residual_norm=True, weight_parameterization="softmax",
+                 weight_initialization="random"),
+}
+
 
 # Keywords of `branch_intermediate_dim`; an int > 0 is taken as the width itself.
 SPLIT, FULL = "split", "full"
@@ -114,6 +128,9 @@ def make_branched_weighted(slot, layer_index, config):
         feed_forward_dropout=options["branch_feed_forward_dropout"],
         weight_parameterization=options["weight_parameterization"],
         min_branch_weight=options["min_branch_weight"],
+        weight_gain=options["weight_gain"],
+        branch_residual_norm=options["branch_residual_norm"],
+        weight_initialization=options["weight_initialization"],
         name=f"{slot}_attention_{layer_index}",
     )
 
@@ -142,6 +159,9 @@ register_attention_kind(
         "branch_intermediate_dim": DEFAULT_BRANCH_INTERMEDIATE_DIM,
         "weight_parameterization": "projection",
         "min_branch_weight": 0.0,
+        "weight_gain": "simplex",
+        "branch_residual_norm": False,
+        "weight_initialization": "uniform",
         "branch_feed_forward_dropout": 0.0,
         BRANCH_WEIGHT_WARMUP: None,
     },
@@ -156,6 +176,9 @@ def weighted_transformer(
     weight_parameterization="projection",
     min_branch_weight=0.0,
     branch_weight_warmup_steps=None,
+    weight_gain="simplex",
+    branch_residual_norm=False,
+    weight_initialization="uniform",
     **overrides,
 ):
     """Builds the Weighted Transformer (Ahmed, Keskar and Socher, 2017).
@@ -177,8 +200,20 @@ def weighted_transformer(
       `"full"` gives every branch the whole `intermediate_dim`, M times the
       FFN parameters (12.04M at "small", 2.10x; 8.05x at "big"): a bigger
       model, not the paper's comparison.
-    * κ/α on the simplex: the paper projects after each update (default
-      `"projection"`); `"softmax"` is offered.
+    * κ/α on the simplex: the paper requires it but does not say how.
+      Default `"projection"` (projected after each update: the zoo's choice,
+      which REFERENCE.md attributes to a public port); `"softmax"` (the
+      jayparks/transformer port's) is offered.
+    * The gain and the κ/α tie (issue 32; details in
+      `BranchedWeightedAttention`): the paper's equation scales each branch
+      by κ_i α_i = 1/M² at the uniform start, and with zero biases κ and α
+      get equal gradients. Options, none the paper's: `weight_gain=
+      "branches"` (κ/α on the simplex, applied as M·κ_i, M·α_i; or
+      `"branches_rms"`, M·κ_i and sqrt(M)·α_i),
+      `branch_residual_norm=True` (the port's LN_i(y + FFN_i(y)) per
+      branch), `weight_initialization="random"` (the port's random start,
+      which breaks the tie). `WEIGHTED_VARIANTS` names the combinations
+      the benchmark and tests run.
     * κ/α learning-rate warm-up of 400 steps (port):
       `branch_weight_warmup_steps=400`, applied by `wrap_optimizer`; see
       `keras_attn_zoo.optimizers.BranchWeightAdam` and
@@ -206,6 +241,12 @@ def weighted_transformer(
             (400 there; None: κ/α follow the model's schedule, the paper's
             text); the training workflow applies it through
             `model.wrap_optimizer`.
+        weight_gain: `"simplex"` (paper: κ_i, α_i as they are),
+            `"branches"` (applied as M·κ_i, M·α_i) or `"branches_rms"`
+            (M·κ_i, sqrt(M)·α_i).
+        branch_residual_norm: the port's per-branch LN_i(y + FFN_i(y)).
+        weight_initialization: `"uniform"` (1/M) or `"random"` (the port's
+            softmax of U[0, 1) logits).
         **overrides: any other `Seq2SeqTransformer` argument; the slot kinds
             are set through `branched_slots`. Entries of `attention_options`
             given here win over the keyword arguments above.
@@ -239,6 +280,9 @@ def weighted_transformer(
         "weight_parameterization": weight_parameterization,
         "min_branch_weight": min_branch_weight,
         BRANCH_WEIGHT_WARMUP: branch_weight_warmup_steps,
+        "weight_gain": weight_gain,
+        "branch_residual_norm": branch_residual_norm,
+        "weight_initialization": weight_initialization,
     })
     config.setdefault("name", "weighted_transformer")
     # Validate the width now rather than deep inside layer construction.

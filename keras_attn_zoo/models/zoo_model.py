@@ -111,6 +111,11 @@ class ZooModel(keras.Model):
         """Decoding rules applied to every step's log-probabilities; None: none."""
         return None
 
+    @property
+    def length_normalization(self):
+        """How beam search normalises scores by length (`decoding.common`): "gnmt"."""
+        return "gnmt"
+
     def clean_output(self, ids, lengths, alignment=None):
         """Search output `(ids [B, T], lengths [B], alignment)` -> text ids.
 

@@ -35,7 +35,10 @@ alternative "read the source EOS now and end" is computed in the same step,
 and its EOS log-probability is returned in ``state["eos_log_prob"]``. The
 processor scores a target EOS with it and every other token with the
 pad-reading logits, so a hypothesis chooses at each step ``t >= n`` between
-ending (source EOS read) and one more injected source pad, up to N pads.
+ending (source EOS read) and one more injected source pad, up to N pads
+(``injection_end="choose"``, the default; ``"reference"`` reads the N pads
+first, as the reference code does, and ends early only if the model predicts
+EOS while reading a pad).
 
 Export (``keras_attn_zoo.export.Translator`` hooks): the model exposes
 ``logits_processor`` (the decoding rules above with the paper's defaults),
@@ -53,6 +56,10 @@ from keras import ops
 
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from keras_attn_zoo.layers.eager_embedding import EagerEmbedding
+from keras_attn_zoo.models.eager.processor import DEFAULT_EPSILON_LIMIT
+from keras_attn_zoo.models.eager.processor import DEFAULT_SOURCE_PADDING_INJECTION
+from keras_attn_zoo.models.eager.processor import INJECTION_ENDS
+from keras_attn_zoo.models.eager.processor import LENGTH_NORMALIZATIONS
 from keras_attn_zoo.models.eager.processor import eager_processor_for
 from keras_attn_zoo.models.eager.special_ids import DEFAULT_START_PADS
 from keras_attn_zoo.models.eager.special_ids import EagerSpecialIds
@@ -75,6 +82,24 @@ EAGER_PRESETS = {
     # Press & Smith (2018): E = 500, 4 LSTM layers of 2E = 1000 units.
     "paper": dict(embedding_dim=500, hidden_dim=1000, num_layers=4, **_PAPER_DROPOUTS),
 }
+
+
+# The decoding options a model carries in its config (`set_decoding`).
+DECODING_OPTIONS = ("source_padding_injection", "epsilon_limit", "length_normalization",
+                    "injection_end")
+
+
+def _check_decoding_options(config):
+    for name in ("source_padding_injection", "epsilon_limit"):
+        value = config[name]
+        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"{name} must be an int >= 0, got {value!r}.")
+    if config["injection_end"] not in INJECTION_ENDS:
+        raise ValueError(f"injection_end must be one of {INJECTION_ENDS}, "
+                         f"got {config['injection_end']!r}.")
+    if config["length_normalization"] not in LENGTH_NORMALIZATIONS:
+        raise ValueError(f"length_normalization must be one of {LENGTH_NORMALIZATIONS}, "
+                         f"got {config['length_normalization']!r}.")
 
 
 def _locked_dropout(rate, name):
@@ -106,6 +131,22 @@ class EagerLSTMTranslator(ZooModel):
             ``vocabulary_size - 3``, ``- 2``, ``- 1``.
         start_pads: start tokens the training targets begin with (the decoding
             processor forces that many).
+        source_padding_injection: N of the decoding rules (paper's command:
+            4; the paper tunes it on the development set:
+            ``decoding.eager_processor.choose_source_padding_injection`` then
+            ``set_decoding``).
+        epsilon_limit: k of the decoding rules (paper's command: 3).
+        length_normalization: how beam search ranks finished hypotheses:
+            ``"gnmt"`` (the zoo's default, GNMT penalty with the search's
+            ``length_penalty`` alpha) or ``"average"`` (log-prob / tokens, as
+            the reference ``generate.py`` ranks by log-prob / (i + 1)).
+            With start pads P a hypothesis holds at most n + N - P word
+            pieces (n = source pieces with EOS), so a larger N and a ranking
+            that does not favour ending early lengthen the output.
+        injection_end: ``"choose"`` (the zoo's: every step after the
+            source may end by reading the source EOS) or ``"reference"``
+            (the reference's SPI: the N pads are read before the source
+            EOS); see ``models.eager.processor``.
 
     The reference code's weight drop (DropConnect on the recurrent weights)
     was off in the paper's runs and is not implemented.
@@ -140,6 +181,10 @@ class EagerLSTMTranslator(ZooModel):
         epsilon_id=None,
         source_pad_id=None,
         start_pads=DEFAULT_START_PADS,
+        source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
+        epsilon_limit=DEFAULT_EPSILON_LIMIT,
+        length_normalization="gnmt",
+        injection_end="choose",
         **kwargs,
     ):
         config = dict(
@@ -149,7 +194,11 @@ class EagerLSTMTranslator(ZooModel):
             hidden_dropout=hidden_dropout, output_dropout=output_dropout,
             combiner_dropout=combiner_dropout, start_id=start_id, epsilon_id=epsilon_id,
             source_pad_id=source_pad_id, start_pads=start_pads,
+            source_padding_injection=source_padding_injection,
+            epsilon_limit=epsilon_limit, length_normalization=length_normalization,
+            injection_end=injection_end,
         )
+        _check_decoding_options(config)
         default = EagerSpecialIds.for_model_vocabulary(vocabulary_size)
         special = EagerSpecialIds(
             default.start_id if start_id is None else start_id,
@@ -212,12 +261,14 @@ class EagerLSTMTranslator(ZooModel):
 
     @property
     def logits_processor(self):
-        """The eager decoding rules with the paper's defaults, built once.
+        """The eager decoding rules with the model's decoding options, built once.
 
         ``eager_processor_for(self)``: start pads = the model's ``start_pads``,
-        ε limit 3, source padding injection 4 (``models.eager.processor``).
-        ``Translator`` and ``export_saved_model`` pass it to ``beam_search``;
-        for other values call ``eager_processor_for(model, ...)`` directly.
+        its ``epsilon_limit`` and ``source_padding_injection`` (paper's
+        command: 3 and 4; ``models.eager.processor``). ``Translator`` and
+        ``export_saved_model`` pass it to ``beam_search``; change the values
+        with ``set_decoding`` (before exporting: an export traces the rules
+        it finds) or call ``eager_processor_for(model, ...)`` directly.
         """
         processor = self.__dict__.get("_eager_logits_processor")
         if processor is None:
@@ -225,6 +276,24 @@ class EagerLSTMTranslator(ZooModel):
             # Straight into __dict__: a plain cache, not state for Keras to track.
             self.__dict__["_eager_logits_processor"] = processor
         return processor
+
+    @property
+    def length_normalization(self):
+        """The model's ``length_normalization`` (``Translator`` hook)."""
+        return self.zoo_config["length_normalization"]
+
+    def set_decoding(self, **options):
+        """Changes ``source_padding_injection``, ``epsilon_limit``,
+        ``length_normalization`` or ``injection_end`` (kept in the config, so
+        saved and exported)."""
+        unknown = sorted(set(options) - set(DECODING_OPTIONS))
+        if unknown:
+            raise TypeError(f"Unknown decoding option(s) {unknown}; valid ones are "
+                            f"{list(DECODING_OPTIONS)}.")
+        config = {**self.zoo_config, **options}
+        _check_decoding_options(config)
+        self.zoo_config = config
+        self.__dict__.pop("_eager_logits_processor", None)
 
     def clean_output(self, ids, lengths, alignment=None):
         """Removes start, ε and source-pad tokens (and PAD/BOS) from search output.

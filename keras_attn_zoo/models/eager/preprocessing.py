@@ -298,6 +298,11 @@ def _tokenize(tokenizer, texts):
     return [list(map(int, row)) for row in tokenizer(list(texts))]
 
 
+# Start pads at which `make_eager_id_pairs` also reports the ε share: none,
+# the seed's add_epsilon.py (3) and the zoo's default (5).
+EPSILON_REPORT_START_PADS = (0, 3, 5)
+
+
 def make_eager_id_pairs(
     pairs: Sequence[tuple[str, str]],
     tokenizer,
@@ -323,7 +328,8 @@ def make_eager_id_pairs(
         ``(id_pairs, stats)``: a list of ``(source_ids, target_ids)`` int32
         arrays of equal length, both ending with EOS (the model's
         ``source_ids`` and its labels), and :func:`epsilon_statistics` plus
-        ``pairs``.
+        ``pairs`` and ``proportion_by_start_pads`` (``{pads: share}`` at
+        ``EPSILON_REPORT_START_PADS`` and ``start_pads``).
     """
     from keras_attn_zoo.data.vocabulary import vocabulary_size
 
@@ -349,20 +355,35 @@ def make_eager_id_pairs(
         raise ValueError(
             f"{len(alignments)} alignments were given for {len(piece_pairs)} pairs."
         )
-    id_pairs = []
-    for number, ((source, target), links) in enumerate(zip(piece_pairs, alignments), 1):
-        try:
-            source, target, _ = eager_feasible(
-                source, target, links, start_pads,
-                start_token=special_ids.start_id, epsilon_token=special_ids.epsilon_id,
-                source_pad_token=special_ids.source_pad_id, eos_token=EOS_ID)
-        except ValueError as error:
-            raise ValueError(f"pair {number}: {error}") from None
-        id_pairs.append((np.asarray(source, np.int32), np.asarray(target, np.int32)))
-    stats = epsilon_statistics(
-        (target for _, target in id_pairs), epsilon_token=special_ids.epsilon_id,
-        start_token=special_ids.start_id, eos_token=EOS_ID)
+    def feasible_pairs(pads):
+        made = []
+        for number, ((source, target), links) in enumerate(zip(piece_pairs, alignments), 1):
+            try:
+                source, target, _ = eager_feasible(
+                    source, target, links, pads,
+                    start_token=special_ids.start_id, epsilon_token=special_ids.epsilon_id,
+                    source_pad_token=special_ids.source_pad_id, eos_token=EOS_ID)
+            except ValueError as error:
+                raise ValueError(f"pair {number}: {error}") from None
+            made.append((np.asarray(source, np.int32), np.asarray(target, np.int32)))
+        return made
+
+    def statistics(made):
+        return epsilon_statistics(
+            (target for _, target in made), epsilon_token=special_ids.epsilon_id,
+            start_token=special_ids.start_id, eos_token=EOS_ID)
+
+    id_pairs = feasible_pairs(start_pads)
+    stats = statistics(id_pairs)
     stats["pairs"] = len(id_pairs)
+    # Start pads absorb ε (each lets every link move one step later for
+    # free), so the share depends on them: the paper's Table 1 does not say
+    # with how many it counted (its caption only leaves the start pads
+    # themselves out; the add_epsilon.py excerpt in the seed inserts 3).
+    stats["proportion_by_start_pads"] = {
+        pads: (stats["proportion"] if pads == start_pads
+               else statistics(feasible_pairs(pads))["proportion"])
+        for pads in sorted(set(EPSILON_REPORT_START_PADS) | {start_pads})}
     return id_pairs, stats
 
 
@@ -430,10 +451,15 @@ def make_eager_dataset(id_pairs: Sequence, batch_size: int = 32, *, shuffle: boo
 
 
 def make_aligned_stream_dataset(id_pairs: Sequence, batch_size: int,
-                                bptt: int = DEFAULT_BPTT):
+                                bptt: int = DEFAULT_BPTT, *, shuffle_seed=None):
     """"Aligned batching": the corpus as one stream cut into ``batch_size`` columns.
 
-    All sources are concatenated into one stream and all targets into another
+    With ``shuffle_seed`` (an int or a sequence of ints, e.g. ``(run seed,
+    epoch)``) the pairs are first put in a random order drawn from it, as the
+    reference shuffles the corpus before it concatenates; ``None`` keeps the
+    corpus order. The order depends on the seed alone, so a resumed run that
+    rebuilds the epoch's stream and skips its first windows sees the same
+    stream. All sources are concatenated into one stream and all targets into another
     (eager pairs are equally long, so the streams line up), each cut into
     ``batch_size`` equal columns (the remainder is dropped), and the columns
     are cut into windows of ``bptt`` steps (the last one may be shorter).
@@ -448,13 +474,17 @@ def make_aligned_stream_dataset(id_pairs: Sequence, batch_size: int,
     which its decoder also uses as BOS).
 
     Returns:
-        An ordered (never shuffle it) ``tf.data.Dataset`` of
+        An ordered (never shuffle its windows: they continue each other)
+        ``tf.data.Dataset`` of
         ``({"source_ids": int32[B, t], "target_ids": int32[B, t]}, labels)``.
     """
     import tensorflow as tf
 
     if batch_size < 1 or bptt < 1:
         raise ValueError(f"batch_size and bptt must be >= 1, got {batch_size} and {bptt}.")
+    if shuffle_seed is not None:
+        order = np.random.default_rng(shuffle_seed).permutation(len(id_pairs))
+        id_pairs = [id_pairs[k] for k in order]
     sources, previous, labels = [], [], []
     for source, target in id_pairs:
         features, pair_labels = eager_training_example(source, target)

@@ -16,6 +16,17 @@ EOS, ``P`` = start pads, ``k`` = ε limit, ``N`` = source padding injection):
 * source padding injection: at most ``N`` source pads are injected, so at
   ``t >= max(n + N, P)`` only EOS is left (``N = 0``: the output is exactly as
   long as the source, as in the paper without SPI);
+* how a hypothesis ends while pads are injected (``injection_end``):
+  ``"choose"`` (the zoo's default) scores EOS at every step ``t >= n`` with the
+  log-prob of reading the source EOS now. Training puts the target EOS
+  exactly where the source EOS is read, so that log-prob is near 0 and beats
+  every word: hypotheses end at the first allowed step and ``N`` barely
+  changes the length (issue 32: a 300-step small model's dev length ratio
+  was 0.645-0.651 for every N from 0 to 10).
+  ``"reference"`` is the reference code's SPI: the N pads are read, EOS is
+  scored as the pad-reading step predicts it (the model may still end
+  early), and the source EOS is read only after them; ``N`` then sets the
+  output length, which is why the paper tunes it on the dev set;
 * the source-pad token is never a target token.
 
 Defaults: the values of the paper's published decoding command (beam 5,
@@ -38,6 +49,12 @@ from keras_attn_zoo.models.eager.special_ids import DEFAULT_START_PADS
 # import decoding).
 NEG_INF = -1e9
 
+# `decoding.common.LENGTH_NORMALIZATIONS` (models may not import decoding).
+LENGTH_NORMALIZATIONS = ("gnmt", "average")
+
+# `injection_end` values (see the module docstring).
+INJECTION_ENDS = ("choose", "reference")
+
 DEFAULT_EPSILON_LIMIT = 3
 DEFAULT_SOURCE_PADDING_INJECTION = 4
 DEFAULT_BEAM_SIZE = 5
@@ -46,7 +63,8 @@ DEFAULT_BEAM_SIZE = 5
 def apply_eager_rules(log_probs, step, epsilon_count, source_end, eos_log_prob, *,
                       start_id, epsilon_id, source_pad_id,
                       start_pads=DEFAULT_START_PADS, epsilon_limit=DEFAULT_EPSILON_LIMIT,
-                      source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION):
+                      source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
+                      injection_end="choose"):
     """The rules of the module docstring on float32 log-probs ``[R, V]``.
 
     Args:
@@ -63,13 +81,22 @@ def apply_eager_rules(log_probs, step, epsilon_count, source_end, eos_log_prob, 
     is_start = tf.equal(vocab, start_id)
     is_eos = tf.equal(vocab, EOS_ID)
     source_end = tf.cast(source_end, tf.int32)[:, tf.newaxis]
-    scores = tf.where(is_eos, tf.cast(eos_log_prob, tf.float32)[:, tf.newaxis], log_probs)
+    earliest_end = tf.maximum(source_end, start_pads)
+    latest_end = tf.maximum(source_end + source_padding_injection, start_pads)
+    source_eos = tf.cast(eos_log_prob, tf.float32)[:, tf.newaxis]
+    if injection_end == "reference":
+        # The pads are read first: EOS as this step predicts it, the source
+        # EOS's log-prob only once no pad is left.
+        eos_score = tf.where(step >= latest_end, source_eos, log_probs[:, EOS_ID:EOS_ID + 1])
+    elif injection_end == "choose":
+        eos_score = source_eos
+    else:
+        raise ValueError(f"injection_end must be one of {INJECTION_ENDS}, got {injection_end!r}.")
+    scores = tf.where(is_eos, eos_score, log_probs)
 
     banned = tf.logical_or(is_start, tf.equal(vocab, source_pad_id))
     too_many = tf.greater_equal(tf.cast(epsilon_count, tf.int32), epsilon_limit)[:, tf.newaxis]
     banned = tf.logical_or(banned, tf.logical_and(tf.equal(vocab, epsilon_id), too_many))
-    earliest_end = tf.maximum(source_end, start_pads)
-    latest_end = tf.maximum(source_end + source_padding_injection, start_pads)
     banned = tf.logical_or(banned, tf.logical_and(is_eos, step < earliest_end))
     only_eos = step >= latest_end
     banned = tf.logical_or(banned, tf.logical_and(only_eos, tf.logical_not(is_eos)))
@@ -82,7 +109,8 @@ def apply_eager_rules(log_probs, step, epsilon_count, source_end, eos_log_prob, 
 def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
                            start_pads=DEFAULT_START_PADS,
                            epsilon_limit=DEFAULT_EPSILON_LIMIT,
-                           source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION):
+                           source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
+                           injection_end="choose"):
     """A ``logits_processor`` for ``beam_search`` / ``greedy_search`` (eager model only).
 
     It reads ``state["source_end"]`` and ``state["eos_log_prob"]`` from
@@ -93,6 +121,7 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
         start_pads: P, start tokens forced first (must match the training data).
         epsilon_limit: k, most ε per hypothesis.
         source_padding_injection: N, most source pads injected after the source.
+        injection_end: ``"choose"`` or ``"reference"`` (module docstring).
 
     Returns:
         ``fn(log_probs, step, tokens_so_far, state) -> log_probs``.
@@ -101,6 +130,8 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
                         ("source_padding_injection", source_padding_injection)):
         if value < 0:
             raise ValueError(f"{name} must be >= 0, got {value}.")
+    if injection_end not in INJECTION_ENDS:
+        raise ValueError(f"injection_end must be one of {INJECTION_ENDS}, got {injection_end!r}.")
 
     def processor(log_probs, step, tokens_so_far, state):
         epsilon_count = tf.reduce_sum(
@@ -109,15 +140,19 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
             log_probs, step, epsilon_count, state["source_end"], state["eos_log_prob"],
             start_id=start_id, epsilon_id=epsilon_id, source_pad_id=source_pad_id,
             start_pads=start_pads, epsilon_limit=epsilon_limit,
-            source_padding_injection=source_padding_injection)
+            source_padding_injection=source_padding_injection,
+            injection_end=injection_end)
 
     return processor
 
 
 def eager_processor_for(model, **options):
-    """:func:`eager_logits_processor` with the model's special ids and start pads."""
+    """:func:`eager_logits_processor` with the model's special ids, start pads
+    and decoding options (``options`` override them)."""
     start_id, epsilon_id, source_pad_id = model.special_ids
-    options.setdefault("start_pads", model.zoo_config["start_pads"])
+    for name in ("start_pads", "epsilon_limit", "source_padding_injection", "injection_end"):
+        if name in model.zoo_config:  # configs saved before issue 32 lack the last three
+            options.setdefault(name, model.zoo_config[name])
     return eager_logits_processor(start_id, epsilon_id, source_pad_id, **options)
 
 
