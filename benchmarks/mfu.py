@@ -19,7 +19,7 @@
    decoding FLOPs over the float32 peak.
 
 The attention projections are one 2-D matmul each
-(``layers.attention_utils.HeadsProjection`` / ``HeadsOutput``). The 2026-11-22
+(``layers.HeadsProjection`` / ``HeadsOutput``). The 2026-11-22
 run of this script timed the earlier ``EinsumDense`` projections, which with
 static shapes become a broadcasting batched matmul whose kernel gradient ends
 in a ``Sum`` over the batch, against 2-D matmuls: x1.47 per float32 base step

@@ -6,8 +6,10 @@
    (off / on): target tokens per second of
 
    * ours: the zoo's ``transformer`` trained with ``Trainer.train_on_batch`` (the
-     step ``recipes/train_wmt.py`` runs; for XLA the same step function wrapped in
-     ``tf.function(jit_compile=True)``), and
+     step ``recipes/train_wmt.py`` runs; for XLA ``Trainer(jit_compile=True)``,
+     which compiles the forward and backward pass and leaves the optimizer
+     update outside; runs before 2026-11-25 compiled the whole step, update
+     included, by replacing the Trainer's step function), and
    * keras-hub: a model of the same dimensions built from
      ``keras_hub.layers.TokenAndPositionEmbedding`` (one for each language),
      ``TransformerEncoder`` and ``TransformerDecoder`` and a ``Dense`` output layer
@@ -196,15 +198,10 @@ def make_optimizer():
 
 def zoo_step(model, jit_compile=False):
     """Our training step: ``Trainer.train_on_batch`` (optionally under XLA)."""
-    import tensorflow as tf
-
     from keras_attn_zoo.training import Trainer
 
-    trainer = Trainer(model, make_optimizer(), label_smoothing=0.1)
-    if jit_compile:
-        # The Trainer's own step function, compiled by XLA (Trainer has no
-        # jit_compile option yet; this wraps the same bound method).
-        trainer._train_step = tf.function(trainer._distributed_step, jit_compile=True)
+    trainer = Trainer(model, make_optimizer(), label_smoothing=0.1,
+                      jit_compile=bool(jit_compile))
     return trainer.train_on_batch
 
 

@@ -70,3 +70,28 @@ def start_tensorflow():
 
         tf.constant(0)  # first device use: where cuInit reports
     return tf
+
+
+def checked_at_run_time(value, condition, message, name):
+    """`value`, which TensorFlow graphs only produce once `condition` holds.
+
+    The layers are written with `keras.ops`, which has no assertion, so they
+    run on every Keras backend. A check of a *dynamic* shape needs one in
+    TensorFlow graphs only (`tf.function`, exported SavedModels: lengths are
+    unknown until run time): there the returned tensor depends on a
+    `tf.debugging.Assert` of `condition()` (a function returning a boolean
+    scalar, called on TensorFlow only) that fails with `InvalidArgumentError`
+    carrying `message` (a list of strings and tensors).
+    On JAX and PyTorch shapes are concrete Python ints, which the caller
+    checks in Python before, so `value` comes back as it is. The one place
+    the layers reach a backend's own ops.
+    """
+    import keras
+
+    if keras.backend.backend() != "tensorflow":
+        return value
+    import tensorflow as tf
+
+    check = tf.debugging.Assert(condition(), message, name=name)
+    with tf.control_dependencies([check]):
+        return tf.identity(value)

@@ -9,8 +9,10 @@ own rank, and no two modules may import each other, directly or around a loop.
 import ast
 import collections
 import pathlib
+import re
 
 PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_attn_zoo"
+README = PACKAGE.parent / "README.md"
 
 # Lower ranks know nothing of higher ones: data and layers know no model, models
 # know no search or trainer, the searches no exporter, the trainer no recipe.
@@ -128,6 +130,25 @@ def test_no_import_runs_upwards():
 
 def test_no_import_cycles():
     assert cycles(import_graph()) == []
+
+
+def readme_ranks():
+    """`{package: rank}` as the README's Layout lists them (`  name/   rank  ...`)."""
+    layout = README.read_text(encoding="utf-8").split("\n## Layout\n", 1)[1].split("\n## ", 1)[0]
+    return {match[1]: int(match[2])
+            for match in re.finditer(r"^  (\w+)(?:/|\.py)\s+(\d+)\s", layout, re.MULTILINE)}
+
+
+def test_the_readme_lists_every_rank_as_ranks_does():
+    assert readme_ranks() == RANKS
+
+
+def test_every_top_level_module_and_package_has_a_rank():
+    names = {path.stem if path.is_file() else path.name
+             for path in PACKAGE.iterdir()
+             if (path.suffix == ".py" and path.stem != "__init__")
+             or (path / "__init__.py").exists()}
+    assert names == set(RANKS)
 
 
 def test_the_reader_sees_imports_inside_functions():

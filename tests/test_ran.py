@@ -12,7 +12,7 @@ from keras_attn_zoo.decoding import beam_search
 from keras_attn_zoo.decoding import greedy_search
 from keras_attn_zoo.decoding.common import max_target_lengths
 from keras_attn_zoo.layers.recurrent_attention import RecurrentAttention
-from keras_attn_zoo.layers.recurrent_attention import RecurrentAttentionMatrices
+from keras_attn_zoo.layers.recurrent_attention_matrices import RecurrentAttentionMatrices
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.ran_transformer import ran_transformer
 from keras_attn_zoo.models.seq2seq_transformer import DECODER_SELF

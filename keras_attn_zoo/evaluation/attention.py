@@ -91,7 +91,7 @@ def ran_matrices(model, size=None):
         `{slot: float32 [L, h, size, size]}` for the slots ("encoder_self",
         "decoder_self") that use recurrent attention; `{}` for other models.
     """
-    from keras_attn_zoo.layers.recurrent_attention import RecurrentAttentionMatrices
+    from keras_attn_zoo.layers.recurrent_attention_matrices import RecurrentAttentionMatrices
 
     from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
 

@@ -162,8 +162,9 @@ def _attention(spec, attention, norm, self_attention):
 
 
 def _feed_forward(spec, block):
-    _linear(spec.linear_0, block.feed_forward._inner.kernel, block.feed_forward._inner.bias)
-    _linear(spec.linear_1, block.feed_forward._outer.kernel, block.feed_forward._outer.bias)
+    inner, outer = block.feed_forward.dense_layers()
+    _linear(spec.linear_0, inner.kernel, inner.bias)
+    _linear(spec.linear_1, outer.kernel, outer.bias)
     _layer_norm(spec.layer_norm, block.feed_forward_norm)
 
 

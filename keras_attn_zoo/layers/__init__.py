@@ -4,17 +4,22 @@ from keras_attn_zoo.layers.bahdanau_attention import BahdanauAttention
 from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
 from keras_attn_zoo.layers.eager_embedding import EagerEmbedding
 from keras_attn_zoo.layers.embedding import SharedEmbedding
+from keras_attn_zoo.layers.feed_forward import FeedForward
 from keras_attn_zoo.layers.fixed_pattern_attention import FixedPatternAttention
 from keras_attn_zoo.layers.gaussian_mixture_cross_attention import (
     GaussianMixtureCrossAttention,
 )
 from keras_attn_zoo.layers.hard_coded_gaussian_attention import HardCodedGaussianAttention
+from keras_attn_zoo.layers.headed_attention import HeadedAttention
+from keras_attn_zoo.layers.heads_output import HeadsOutput
+from keras_attn_zoo.layers.heads_projection import HeadsProjection
+from keras_attn_zoo.layers.layer_drop import LayerDrop
 from keras_attn_zoo.layers.maxout import Maxout
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.layers.random_synthesizer_attention import RandomSynthesizerAttention
 from keras_attn_zoo.layers.recurrent_attention import RecurrentAttention
-from keras_attn_zoo.layers.recurrent_attention import RecurrentAttentionMatrices
+from keras_attn_zoo.layers.recurrent_attention_matrices import RecurrentAttentionMatrices
 from keras_attn_zoo.layers.rnnsearch_decoder import RNNSearchDecoder
-from keras_attn_zoo.layers.transformer_blocks import FeedForward
-from keras_attn_zoo.layers.transformer_blocks import TransformerDecoderBlock
-from keras_attn_zoo.layers.transformer_blocks import TransformerEncoderBlock
+from keras_attn_zoo.layers.transformer_blocks import TransformerBlock
+from keras_attn_zoo.layers.transformer_decoder_block import TransformerDecoderBlock
+from keras_attn_zoo.layers.transformer_encoder_block import TransformerEncoderBlock

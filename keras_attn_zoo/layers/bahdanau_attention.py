@@ -57,7 +57,7 @@ class BahdanauAttention(keras.layers.Layer):
     >>> keys = attention.precompute_keys(memory)
     >>> context, weights = attention(keras.random.normal((2, 4)), memory,
     ...                              memory_mask=mask, keys=keys)
-    >>> context.shape, weights.shape
+    >>> tuple(context.shape), tuple(weights.shape)
     ((2, 6), (2, 5))
 
     References:
@@ -86,7 +86,8 @@ class BahdanauAttention(keras.layers.Layer):
         self.query_dense.build(query_shape)
         if memory_shape is None:
             raise ValueError("BahdanauAttention.build needs the memory shape too.")
-        self.key_dense.build(memory_shape)
+        if not self.key_dense.built:  # `precompute_keys` may have run first
+            self.key_dense.build(memory_shape)
         self.score_vector = self.add_weight(
             name="score_vector", shape=(self.units,),
             initializer=self._vector_initializer(),

@@ -4,6 +4,8 @@ import keras
 import numpy as np  # noqa: F401  (the docstring example)
 from keras import ops
 
+from keras_attn_zoo.runtime import checked_at_run_time
+
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
 class EagerEmbedding(keras.layers.Layer):
@@ -34,7 +36,7 @@ class EagerEmbedding(keras.layers.Layer):
 
     Example:
     >>> layer = EagerEmbedding(100, 8)
-    >>> layer([np.ones((2, 5), "int32"), np.ones((2, 5), "int32")]).shape
+    >>> tuple(layer([np.ones((2, 5), "int32"), np.ones((2, 5), "int32")]).shape)
     (2, 5, 16)
 
     References:
@@ -72,6 +74,7 @@ class EagerEmbedding(keras.layers.Layer):
 
     @staticmethod
     def _check_pair(source_ids, target_ids, symbolic=False):
+        """`source_ids`, once known to be as long as `target_ids` (clear errors)."""
         source_length, target_length = source_ids.shape[1], target_ids.shape[1]
         if (source_length is not None and target_length is not None
                 and source_length != target_length):
@@ -80,14 +83,15 @@ class EagerEmbedding(keras.layers.Layer):
                 f"source_ids and target_ids must be equally long; got {source_length} and "
                 f"{target_length}. Make the pairs eager feasible (keras_attn_zoo.models.eager."
                 "preprocessing.eager_feasible) and pad both to the same length.")
-        if not symbolic and keras.backend.backend() == "tensorflow" and (
-                source_length is None or target_length is None):
-            import tensorflow as tf
-
-            tf.debugging.assert_equal(
-                tf.shape(source_ids)[1], tf.shape(target_ids)[1],
-                message="The eager translator needs equally long source_ids and "
-                        "target_ids (eager-feasible pairs).")
+        if symbolic or (source_length is not None and target_length is not None):
+            return source_ids
+        # Dynamic lengths (a TensorFlow graph): checked when the graph runs.
+        return checked_at_run_time(
+            source_ids,
+            lambda: ops.equal(ops.shape(source_ids)[1], ops.shape(target_ids)[1]),
+            ["The eager translator needs equally long source_ids and target_ids "
+             "(eager-feasible pairs)."],
+            name="check_equal_lengths")
 
     def call(self, inputs, reverse=False, training=None):
         if reverse:
@@ -99,7 +103,7 @@ class EagerEmbedding(keras.layers.Layer):
         table = self._table(training)
         if isinstance(inputs, (list, tuple)):
             source_ids, target_ids = inputs
-            self._check_pair(source_ids, target_ids)
+            source_ids = self._check_pair(source_ids, target_ids)
             return ops.concatenate(
                 [ops.take(table, source_ids, axis=0), ops.take(table, target_ids, axis=0)],
                 axis=-1)

@@ -37,6 +37,26 @@ class SharedEmbedding(keras.layers.Layer):
         embedding_dim: model width `d`.
         dropout: dropout applied after adding positions.
         use_positions: add sinusoidal positions (off for recurrent models).
+
+    Call arguments:
+        inputs: int ids `[B, T]`, or hidden states `[..., d]` with
+            `reverse=True`.
+        start: position of the first id (decoding step `t` embeds one id at
+            `start=t`).
+        reverse: compute the tied logits instead.
+        training: Python bool, enables dropout.
+
+    Example:
+    >>> embedding = SharedEmbedding(vocabulary_size=100, embedding_dim=16)
+    >>> hidden = embedding(keras.ops.ones((2, 5), "int32"))
+    >>> tuple(hidden.shape), tuple(embedding(hidden, reverse=True).shape)
+    ((2, 5, 16), (2, 5, 100))
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017, sections
+        3.4-3.5 (shared embeddings scaled by `sqrt(d)`, sinusoidal
+        positions). Press and Wolf, "Using the Output Embedding to Improve
+        Language Models", EACL 2017 (tied output layer).
     """
 
     def __init__(self, vocabulary_size, embedding_dim, dropout=0.0,
@@ -46,7 +66,7 @@ class SharedEmbedding(keras.layers.Layer):
         self.embedding_dim = embedding_dim
         self.dropout = dropout
         self.use_positions = use_positions
-        self._dropout_layer = keras.layers.Dropout(dropout)
+        self._dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
 
     def build(self, input_shape=None):
         self.embeddings = self.add_weight(

@@ -18,23 +18,24 @@ they are, masked keys set to 0 (hard-coded Gaussian attention).
 
 `check_max_length` is the one place a fixed-size table's limit is enforced:
 a Python `ValueError` when the length is a Python int (eager execution, static
-shapes), a `tf.debugging` assertion in TensorFlow graphs (`tf.function`,
-exported SavedModels) with dynamic lengths. Both name `max_length` and the
-actual length; sequences are never silently truncated.
+shapes), a run-time assertion in TensorFlow graphs (`tf.function`, exported
+SavedModels) with dynamic lengths (`runtime.checked_at_run_time`). Both name
+`max_length` and the actual length; sequences are never silently truncated.
 """
 
 import keras
 import numpy as np
 from keras import ops
 
-from keras_attn_zoo.layers.attention_utils import HeadedAttention
-from keras_attn_zoo.layers.attention_utils import HeadsProjection
 from keras_attn_zoo.layers.attention_utils import attend_values
 from keras_attn_zoo.layers.attention_utils import combine_key_mask
 from keras_attn_zoo.layers.attention_utils import empty_self_attention_cache
 from keras_attn_zoo.layers.attention_utils import masked_softmax
 from keras_attn_zoo.layers.attention_utils import sequence_mask
 from keras_attn_zoo.layers.attention_utils import write_self_attention_step
+from keras_attn_zoo.layers.headed_attention import HeadedAttention
+from keras_attn_zoo.layers.heads_projection import HeadsProjection
+from keras_attn_zoo.runtime import checked_at_run_time
 
 
 def check_max_length(length, max_length, what="sequence"):
@@ -63,20 +64,13 @@ def check_max_length(length, max_length, what="sequence"):
                 f"{max_length}: {advice}"
             )
         return length
-    if keras.backend.backend() == "tensorflow":
-        import tensorflow as tf
-
-        length = tf.convert_to_tensor(length)
-        check = tf.debugging.Assert(
-            tf.less_equal(tf.cast(length, tf.int64), max_length),
-            [f"The {what} has length", length, f"but max_length is {max_length}:",
-             advice],
-            name="check_max_length",
-        )
-        with tf.control_dependencies([check]):
-            return tf.identity(length)
-    # JAX / PyTorch: shapes are concrete, so the Python branch above applies.
-    return length
+    # A tensor: a dynamic length in a TensorFlow graph (JAX and PyTorch have
+    # Python ints here, or symbolic sizes while Keras infers output shapes).
+    return checked_at_run_time(
+        length, lambda: ops.less_equal(ops.cast(length, "int64"), max_length),
+        [f"The {what} has length", length, f"but max_length is {max_length}:", advice],
+        name="check_max_length",
+    )
 
 
 class FixedPatternAttention(HeadedAttention):
@@ -99,7 +93,23 @@ class FixedPatternAttention(HeadedAttention):
 
     A subclass whose pattern needs inputs (RAN's `attention_matrix`) adds them
     to its own `call` and `step` and forwards them to `_attend_sequence` and
-    `FixedPatternAttention.step`, which pass them on to `_pattern`.
+    `FixedPatternAttention.step`, which pass them on to `_pattern`. A
+    subclass with weights of its own (the Synthesizer's logits) creates them
+    in its `build` after calling this class's.
+
+    Example:
+    >>> class Uniform(FixedPatternAttention):
+    ...     def _pattern(self, query_start, query_length, key_length):
+    ...         return keras.ops.zeros((self.num_heads, query_length, key_length))
+    >>> layer = Uniform(num_heads=2, key_dim=8)
+    >>> output, weights = layer(keras.random.normal((2, 5, 16)), causal=True,
+    ...                         return_attention=True)
+    >>> [round(float(w), 3) for w in weights[0, 0, 2]]
+    [0.333, 0.333, 0.333, 0.0, 0.0]
+
+    References:
+        Zeng et al., "Recurrent Attention for Neural Machine Translation",
+        EMNLP 2021 (RAN and the HC-SA and Syn-R baselines it compares).
     """
 
     pattern_is_logits = True
@@ -116,11 +126,7 @@ class FixedPatternAttention(HeadedAttention):
         context_dim = model_dim if context_shape is None else context_shape[-1]
         self.value_projection.build((None, None, context_dim))
         self._build_output_projection(model_dim)
-        self._build_pattern()
         self.built = True
-
-    def _build_pattern(self):
-        """Creates the pattern's own weights (if any)."""
 
     def _pattern(self, query_start, query_length, key_length, **pattern_inputs):
         """`[h, query_length, key_length]` scores (see the module docstring)."""

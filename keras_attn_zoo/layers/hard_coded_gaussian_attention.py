@@ -48,7 +48,7 @@ class HardCodedGaussianAttention(FixedPatternAttention):
 
     Example:
     >>> layer = HardCodedGaussianAttention(num_heads=2, key_dim=8, offsets=(-1, 0))
-    >>> layer(keras.random.normal((2, 5, 16)), causal=True).shape
+    >>> tuple(layer(keras.random.normal((2, 5, 16)), causal=True).shape)
     (2, 5, 16)
 
     References:

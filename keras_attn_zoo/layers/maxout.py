@@ -16,8 +16,12 @@ class Maxout(keras.layers.Layer):
         units: number of output units `l`.
         pool_size: inputs per output unit (paper: 2).
 
+    Call arguments:
+        inputs: `[..., units * pool_size]` (a clear error otherwise).
+
     Example:
-    >>> Maxout(2)(keras.ops.array([[1.0, 3.0, 5.0, -1.0]]))  # [[3., 5.]]
+    >>> keras.ops.convert_to_numpy(Maxout(2)(keras.ops.array([[1.0, 3.0, 5.0, -1.0]])))
+    array([[3., 5.]], dtype=float32)
 
     References:
         Goodfellow et al., "Maxout Networks", ICML 2013.
@@ -28,12 +32,19 @@ class Maxout(keras.layers.Layer):
         self.units = units
         self.pool_size = pool_size
 
-    def call(self, inputs):
-        if inputs.shape[-1] is not None and inputs.shape[-1] != self.units * self.pool_size:
+    def _check_width(self, width):
+        if width is not None and width != self.units * self.pool_size:
             raise ValueError(
                 f"Maxout({self.units}, pool_size={self.pool_size}) needs "
-                f"{self.units * self.pool_size} input features, got {inputs.shape[-1]}."
+                f"{self.units * self.pool_size} input features, got {width}."
             )
+
+    def build(self, input_shape):
+        self._check_width(input_shape[-1])
+        self.built = True
+
+    def call(self, inputs):
+        self._check_width(inputs.shape[-1])  # every call: build runs only once
         shape = ops.shape(inputs)
         grouped = ops.reshape(inputs, (*shape[:-1], self.units, self.pool_size))
         return ops.max(grouped, axis=-1)

@@ -5,14 +5,14 @@ import math
 import keras
 from keras import ops
 
-from keras_attn_zoo.layers.attention_utils import HeadedAttention
-from keras_attn_zoo.layers.attention_utils import HeadsProjection
 from keras_attn_zoo.layers.attention_utils import attend_values
 from keras_attn_zoo.layers.attention_utils import combine_key_mask
 from keras_attn_zoo.layers.attention_utils import empty_self_attention_cache
 from keras_attn_zoo.layers.attention_utils import masked_softmax
 from keras_attn_zoo.layers.attention_utils import sequence_mask
 from keras_attn_zoo.layers.attention_utils import write_self_attention_step
+from keras_attn_zoo.layers.headed_attention import HeadedAttention
+from keras_attn_zoo.layers.heads_projection import HeadsProjection
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
@@ -42,12 +42,24 @@ class MultiHeadAttention(HeadedAttention):
     Example:
     >>> layer = MultiHeadAttention(num_heads=2, key_dim=8)
     >>> x = keras.random.normal((2, 5, 16))
-    >>> layer(x, causal=True).shape
+    >>> tuple(layer(x, causal=True).shape)
     (2, 5, 16)
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017.
     """
+
+    def __init__(self, num_heads, key_dim, dropout=0.0, use_bias=True, **kwargs):
+        super().__init__(num_heads, key_dim, dropout=dropout, use_bias=use_bias,
+                         **kwargs)
+
+        def projection(name):
+            return HeadsProjection(num_heads, key_dim, use_bias, name=name,
+                                   dtype=self.dtype_policy)
+
+        self.query_projection = projection("query")
+        self.key_projection = projection("key")
+        self.value_projection = projection("value")
 
     def build(self, query_shape, context_shape=None):
         model_dim = query_shape[-1]
@@ -57,14 +69,7 @@ class MultiHeadAttention(HeadedAttention):
         self.built = True
 
     def _build_input_projections(self, query_shape, context_dim):
-        """Creates and builds the query/key/value projections `d -> [h, d_k]`."""
-        def projection(name):
-            return HeadsProjection(self.num_heads, self.key_dim, self.use_bias,
-                                   name=name, dtype=self.dtype_policy)
-
-        self.query_projection = projection("query")
-        self.key_projection = projection("key")
-        self.value_projection = projection("value")
+        """Builds the query/key/value projections `d -> [h, d_k]`."""
         self.query_projection.build(query_shape)
         self.key_projection.build((None, None, context_dim))
         self.value_projection.build((None, None, context_dim))

@@ -34,7 +34,7 @@ class RandomSynthesizerAttention(FixedPatternAttention):
 
     Example:
     >>> layer = RandomSynthesizerAttention(num_heads=2, key_dim=8, max_length=32)
-    >>> layer(keras.random.normal((2, 5, 16)), causal=True).shape
+    >>> tuple(layer(keras.random.normal((2, 5, 16)), causal=True).shape)
     (2, 5, 16)
 
     References:
@@ -64,7 +64,8 @@ class RandomSynthesizerAttention(FixedPatternAttention):
         self.trainable_logits = trainable_logits
         self.logits_initializer = keras.initializers.get(logits_initializer)
 
-    def _build_pattern(self):
+    def build(self, query_shape, context_shape=None):
+        super().build(query_shape, context_shape)
         n = self.max_length
         self.logits = self.add_weight(
             name="logits",
@@ -72,12 +73,13 @@ class RandomSynthesizerAttention(FixedPatternAttention):
             initializer=self.logits_initializer,
             trainable=self.trainable_logits,
         )
+        self.built = True
 
     def _pattern(self, query_start, query_length, key_length):
         query_end = check_max_length(query_start + query_length, self.max_length)
         key_length = check_max_length(key_length, self.max_length)
         return ops.slice(
-            self.logits, (0, query_end - query_length, 0),
+            ops.convert_to_tensor(self.logits), (0, query_end - query_length, 0),
             (self.num_heads, query_length, key_length),
         )
 

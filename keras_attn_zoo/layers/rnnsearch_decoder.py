@@ -80,7 +80,8 @@ class RNNSearchDecoder(keras.layers.Layer):
 
         self.embedding = keras.layers.Embedding(
             vocabulary_size, embedding_dim, dtype=policy, name="target_embedding")
-        self.embedding_dropout = keras.layers.Dropout(dropout, seed=_offset_seed(seed, 1))
+        self.embedding_dropout = keras.layers.Dropout(
+            dropout, seed=_offset_seed(seed, 1), dtype=policy)
         self.attention = BahdanauAttention(
             attention_dim, normalize=normalize_attention, dtype=policy, name="attention")
         self.initial_dense = keras.layers.Dense(
@@ -94,7 +95,8 @@ class RNNSearchDecoder(keras.layers.Layer):
         else:
             self.readout_dense = None
             self.maxout = None
-        self.readout_dropout = keras.layers.Dropout(dropout, seed=_offset_seed(seed, 2))
+        self.readout_dropout = keras.layers.Dropout(
+            dropout, seed=_offset_seed(seed, 2), dtype=policy)
         self.projection = keras.layers.Dense(
             vocabulary_size, dtype="float32", name="logits")
         self.seed_generator = keras.random.SeedGenerator(_offset_seed(seed, 3))

@@ -1,4 +1,7 @@
-"""Encoder and decoder blocks that take their attention layers as arguments.
+"""What the encoder and decoder blocks share: the attention protocol, the base class.
+
+`TransformerEncoderBlock` and `TransformerDecoderBlock` (each in its own
+file) take their attention layers as arguments.
 
 Any layer that follows the zoo's attention protocol plugs in:
 
@@ -24,12 +27,14 @@ layers treat the value as `True`.
 
 import keras
 
+from keras_attn_zoo.layers.feed_forward import FeedForward
+
 LAYER_NORM_EPSILON = 1e-6
 # The `return_attention` value that asks a layer for its extra maps too.
 ATTENTION_MAPS = "maps"
 
 
-def _attend(layer, return_attention, *args, **kwargs):
+def attend_with_maps(layer, return_attention, *args, **kwargs):
     """`(output, maps or None)` of one attention layer call."""
     if not return_attention:
         return layer(*args, **kwargs), None
@@ -37,57 +42,48 @@ def _attend(layer, return_attention, *args, **kwargs):
     return output, dict(weights) if isinstance(weights, dict) else {"weights": weights}
 
 
-def _named(maps, name):
+def named_maps(maps, name):
     """A layer's maps with its `"weights"` renamed to the slot `name`."""
     maps = dict(maps)
     return {name: maps.pop("weights"), **maps}
 
 
-@keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class FeedForward(keras.layers.Layer):
-    """Position-wise `Dense(intermediate, activation) -> Dropout -> Dense(d)`.
+class TransformerBlock(keras.layers.Layer):
+    """Base of the encoder and decoder blocks: residuals, layer norms, feed-forward.
 
-    `dropout` acts on the activations (the blocks' `activation_dropout`,
-    fairseq's name); 0 adds nothing to the layer.
+    A sublayer runs inside a residual, `x + Dropout(sublayer(norm(x)))`
+    (pre-norm) or `norm(x + Dropout(sublayer(x)))` (post-norm, the paper's),
+    and the block ends with the feed-forward network in the same way.
+    Subclasses add their attention sublayers, `build` and `call`. The output
+    has the input's shape (`compute_output_spec` says so without tracing).
+
+    Args:
+        intermediate_dim: inner width of the feed-forward network.
+        dropout: residual dropout.
+        activation: feed-forward activation.
+        norm_first: pre-norm (`True`) or the original post-norm (`False`).
+        use_feed_forward: `False` when the attention layer has its own FFNs
+            (the Weighted Transformer's branches).
+        activation_dropout: dropout after the feed-forward activation
+            (fairseq's name; default 0: none).
+
+    Call arguments:
+        those of the subclass (`TransformerEncoderBlock`,
+        `TransformerDecoderBlock`); both take `training` and
+        `return_attention`.
+
+    Example:
+    >>> from keras_attn_zoo.layers import TransformerEncoderBlock
+    >>> from keras_attn_zoo.layers import MultiHeadAttention
+    >>> block = TransformerEncoderBlock(MultiHeadAttention(2, 8), 32)
+    >>> isinstance(block, TransformerBlock), tuple(block(keras.ops.ones((2, 5, 16))).shape)
+    (True, (2, 5, 16))
+
+    References:
+        Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (post-norm).
+        Xiong et al., "On Layer Normalization in the Transformer
+        Architecture", ICML 2020 (pre-norm).
     """
-
-    def __init__(self, intermediate_dim, activation="relu", dropout=0.0, **kwargs):
-        super().__init__(**kwargs)
-        self.intermediate_dim = intermediate_dim
-        self.activation = activation
-        self.dropout = dropout
-        self._inner = keras.layers.Dense(
-            intermediate_dim, activation=activation, name="inner",
-            dtype=self.dtype_policy,
-        )
-        self._dropout_layer = keras.layers.Dropout(dropout)
-        self._outer = None
-
-    def build(self, input_shape):
-        self._inner.build(input_shape)
-        self._outer = keras.layers.Dense(
-            input_shape[-1], name="outer", dtype=self.dtype_policy
-        )
-        self._outer.build(tuple(input_shape[:-1]) + (self.intermediate_dim,))
-        self.built = True
-
-    def call(self, x, training=None):
-        return self._outer(self._dropout_layer(self._inner(x), training=training))
-
-    def get_config(self):
-        config = super().get_config()
-        config.update(
-            {
-                "intermediate_dim": self.intermediate_dim,
-                "activation": self.activation,
-                "dropout": self.dropout,
-            }
-        )
-        return config
-
-
-class _ResidualBlock(keras.layers.Layer):
-    """Shared residual / layer-norm plumbing of encoder and decoder blocks."""
 
     def __init__(
         self,
@@ -106,7 +102,7 @@ class _ResidualBlock(keras.layers.Layer):
         self.norm_first = norm_first
         self.use_feed_forward = use_feed_forward
         self.activation_dropout = activation_dropout
-        self._dropout_layer = keras.layers.Dropout(dropout)
+        self._dropout_layer = keras.layers.Dropout(dropout, dtype=self.dtype_policy)
         self.feed_forward = (
             FeedForward(intermediate_dim, activation, dropout=activation_dropout,
                         name="feed_forward", dtype=self.dtype_policy)
@@ -145,10 +141,30 @@ class _ResidualBlock(keras.layers.Layer):
         )
         return x
 
+    @staticmethod
+    def _build_attention(layer, *shapes):
+        """Builds an attention layer given to the block, unless it came built.
+
+        A layer deserialized with the block (`from_config`, `.keras`) is
+        already built from its own build config.
+        """
+        if not layer.built:
+            layer.build(*shapes)
+
     def _build_feed_forward(self, input_shape):
         if self.feed_forward is not None:
             self.feed_forward.build(input_shape)
             self.feed_forward_norm.build(input_shape)
+
+    def compute_output_spec(self, x, *args, return_attention=False, **kwargs):
+        # A block returns a tensor shaped like its input (keras-hub's blocks
+        # say so in `compute_output_shape`). Stating it spares Keras a symbolic
+        # trace of `call`, which on JAX would slice a fixed-size table (the
+        # Synthesizer's logits) to a symbolic length it cannot bound.
+        if return_attention:
+            return super().compute_output_spec(
+                x, *args, return_attention=return_attention, **kwargs)
+        return keras.KerasTensor(x.shape, dtype=self.compute_dtype)
 
     def get_config(self):
         config = super().get_config()
@@ -162,227 +178,4 @@ class _ResidualBlock(keras.layers.Layer):
                 "activation_dropout": self.activation_dropout,
             }
         )
-        return config
-
-
-@keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class TransformerEncoderBlock(_ResidualBlock):
-    """Self-attention + feed-forward, each in a residual with layer norm.
-
-    Args:
-        self_attention: an attention layer (the zoo's attention protocol).
-        intermediate_dim: inner width of the feed-forward network.
-        dropout: residual dropout.
-        activation: feed-forward activation.
-        norm_first: pre-norm (`True`) or the original post-norm (`False`).
-        use_feed_forward: `False` when the attention layer has its own FFNs.
-        activation_dropout: dropout after the feed-forward activation
-            (fairseq's name; default 0: none).
-
-    Call arguments:
-        x: `[B, S, d]`.
-        padding_mask: boolean `[B, S]`, `True` for real tokens.
-        attention_inputs: dict of extra inputs for the attention layer.
-        training: Python bool.
-        return_attention: also return `{"self": [B, h, S, S], ...}` (see the
-            module docstring).
-    """
-
-    def __init__(self, self_attention, intermediate_dim, **kwargs):
-        super().__init__(intermediate_dim, **kwargs)
-        if isinstance(self_attention, dict):
-            self_attention = keras.saving.deserialize_keras_object(self_attention)
-        self.self_attention = self_attention
-        self.self_attention_norm = self._norm("self_attention_norm")
-
-    def build(self, x_shape):
-        self.self_attention.build(x_shape)
-        self.self_attention_norm.build(x_shape)
-        self._build_feed_forward(x_shape)
-        self.built = True
-
-    def call(self, x, padding_mask=None, attention_inputs=None, training=None,
-             return_attention=False):
-        extra = attention_inputs or {}
-        x, maps = self._residual(
-            x,
-            self.self_attention_norm,
-            lambda h: _attend(self.self_attention, return_attention, h,
-                              context_mask=padding_mask, training=training, **extra),
-            training,
-        )
-        x = self._feed_forward_part(x, training)
-        return (x, _named(maps, "self")) if return_attention else x
-
-    def get_config(self):
-        config = super().get_config()
-        config["self_attention"] = keras.saving.serialize_keras_object(
-            self.self_attention
-        )
-        return config
-
-
-@keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class TransformerDecoderBlock(_ResidualBlock):
-    """Causal self-attention, cross-attention and feed-forward.
-
-    Args:
-        self_attention: causal self-attention layer (attention protocol).
-        cross_attention: cross-attention layer over the encoder output.
-        intermediate_dim, dropout, activation, norm_first, use_feed_forward,
-        activation_dropout: as in `TransformerEncoderBlock`.
-
-    Call arguments:
-        x: `[B, T, d]` decoder input.
-        memory: `[B, S, d]` encoder output.
-        memory_mask: boolean `[B, S]`, `True` for real source tokens.
-        self_attention_inputs / cross_attention_inputs: extra inputs.
-        training: Python bool.
-        return_attention: also return `{"self": [B, h, T, T], "cross": [B, h,
-            T, S], ...}` (see the module docstring).
-    """
-
-    def __init__(self, self_attention, cross_attention, intermediate_dim, **kwargs):
-        super().__init__(intermediate_dim, **kwargs)
-        if isinstance(self_attention, dict):
-            self_attention = keras.saving.deserialize_keras_object(self_attention)
-        if isinstance(cross_attention, dict):
-            cross_attention = keras.saving.deserialize_keras_object(cross_attention)
-        self.self_attention = self_attention
-        self.cross_attention = cross_attention
-        self.self_attention_norm = self._norm("self_attention_norm")
-        self.cross_attention_norm = self._norm("cross_attention_norm")
-
-    def build(self, x_shape, memory_shape=None):
-        memory_shape = memory_shape or x_shape
-        self.self_attention.build(x_shape)
-        self.self_attention_norm.build(x_shape)
-        self.cross_attention.build(x_shape, memory_shape)
-        self.cross_attention_norm.build(x_shape)
-        self._build_feed_forward(x_shape)
-        self.built = True
-
-    def call(
-        self,
-        x,
-        memory,
-        memory_mask=None,
-        self_attention_inputs=None,
-        cross_attention_inputs=None,
-        training=None,
-        return_attention=False,
-    ):
-        self_extra = self_attention_inputs or {}
-        cross_extra = cross_attention_inputs or {}
-        x, self_maps = self._residual(
-            x,
-            self.self_attention_norm,
-            lambda h: _attend(self.self_attention, return_attention, h, causal=True,
-                              training=training, **self_extra),
-            training,
-        )
-        x, cross_maps = self._residual(
-            x,
-            self.cross_attention_norm,
-            lambda h: _attend(self.cross_attention, return_attention, h, memory,
-                              context_mask=memory_mask, training=training,
-                              **cross_extra),
-            training,
-        )
-        x = self._feed_forward_part(x, training)
-        if not return_attention:
-            return x
-        return x, {**_named(self_maps, "self"), **_named(cross_maps, "cross")}
-
-    def initial_cache(self, batch_size, max_length, memory):
-        return {
-            "self": self.self_attention.initial_cache(batch_size, max_length),
-            "cross": self.cross_attention.initial_cache(
-                batch_size, max_length, context=memory
-            ),
-        }
-
-    def step(
-        self,
-        x,
-        step,
-        cache,
-        memory_mask,
-        self_attention_inputs=None,
-        cross_attention_inputs=None,
-    ):
-        """One target position `[B, 1, d]`; returns `(x, cache, cross_weights)`."""
-        new_cache = {}
-
-        def self_part(h):
-            out, new_cache["self"], _ = self.self_attention.step(
-                h, step, cache["self"], **(self_attention_inputs or {})
-            )
-            return out, None
-
-        def cross_part(h):
-            out, new_cache["cross"], weights = self.cross_attention.step(
-                h, step, cache["cross"], context_mask=memory_mask,
-                **(cross_attention_inputs or {}),
-            )
-            return out, weights
-
-        x, _ = self._residual(x, self.self_attention_norm, self_part, False)
-        x, weights = self._residual(x, self.cross_attention_norm, cross_part, False)
-        x = self._feed_forward_part(x, False)
-        return x, new_cache, weights
-
-    def get_config(self):
-        config = super().get_config()
-        config["self_attention"] = keras.saving.serialize_keras_object(
-            self.self_attention
-        )
-        config["cross_attention"] = keras.saving.serialize_keras_object(
-            self.cross_attention
-        )
-        return config
-
-
-@keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class LayerDrop(keras.layers.Layer):
-    """Skips a whole block during training with probability `rate` (LayerDrop).
-
-    Fan, Grave and Joulin (2019), "Reducing Transformer Depth on Demand with
-    Structured Dropout": called as `layer_drop(block_input, block_output)`, it
-    returns `block_input` (the block is the identity) with probability `rate`
-    and `block_output` otherwise, one draw per call, i.e. per batch, shared
-    by every sequence of the batch. At inference (`training` not true) it
-    returns `block_output`. The draw is a scalar `keras.random.uniform` from
-    the layer's `SeedGenerator` and the choice a `where`, so the layer works
-    in graph mode and under XLA (`jit_compile=True`); the skipped block is
-    still computed (its gradient is then zero).
-
-    Args:
-        rate: probability in `[0, 1]` of skipping the block.
-        seed: seed of the layer's `SeedGenerator` (None: drawn from Keras'
-            global seed, which `keras.utils.set_random_seed` fixes).
-    """
-
-    def __init__(self, rate, seed=None, **kwargs):
-        super().__init__(**kwargs)
-        rate = float(rate)
-        if not 0.0 <= rate <= 1.0:
-            raise ValueError(f"LayerDrop rate must be in [0, 1], got {rate}.")
-        self.rate = rate
-        self.seed = seed
-        self.seed_generator = keras.random.SeedGenerator(seed)
-        self.built = True
-
-    def call(self, block_input, block_output, training=None):
-        if not training or self.rate == 0.0:
-            return block_output
-        draw = keras.random.uniform((), seed=self.seed_generator)
-        return keras.ops.where(draw < self.rate, block_input, block_output)
-
-    def compute_output_shape(self, block_input_shape, block_output_shape):
-        return block_output_shape
-
-    def get_config(self):
-        config = super().get_config()
-        config.update({"rate": self.rate, "seed": self.seed})
         return config

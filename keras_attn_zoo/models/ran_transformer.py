@@ -10,7 +10,7 @@ Kind options go under `attention_options["recurrent"]` (see
 """
 
 from keras_attn_zoo.layers.recurrent_attention import RecurrentAttention
-from keras_attn_zoo.layers.recurrent_attention import RecurrentAttentionMatrices
+from keras_attn_zoo.layers.recurrent_attention_matrices import RecurrentAttentionMatrices
 from keras_attn_zoo.models.attention_kinds import ENCODER_SELF
 from keras_attn_zoo.models.attention_kinds import SELF_SLOTS
 from keras_attn_zoo.models.attention_kinds import kind_options

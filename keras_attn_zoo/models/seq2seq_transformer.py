@@ -33,10 +33,10 @@ from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
 from keras_attn_zoo.layers.embedding import SharedEmbedding
+from keras_attn_zoo.layers.layer_drop import LayerDrop
 from keras_attn_zoo.layers.transformer_blocks import LAYER_NORM_EPSILON
-from keras_attn_zoo.layers.transformer_blocks import LayerDrop
-from keras_attn_zoo.layers.transformer_blocks import TransformerDecoderBlock
-from keras_attn_zoo.layers.transformer_blocks import TransformerEncoderBlock
+from keras_attn_zoo.layers.transformer_decoder_block import TransformerDecoderBlock
+from keras_attn_zoo.layers.transformer_encoder_block import TransformerEncoderBlock
 from keras_attn_zoo.models import attention_kinds
 from keras_attn_zoo.models.attention_kinds import CROSS
 from keras_attn_zoo.models.attention_kinds import DECODER_SELF
