@@ -178,9 +178,11 @@ class ZooModel(keras.Model):
                       work_dir, aligned_batching=False, fixed_shapes=False):
         """Prepares the training `pairs` of a recipe run; returns `TrainingData`.
 
-        Default: token-budget batches of `data.make_dataset`, pairs longer
-        than `training_length_limit(max_length)` pieces dropped, reshuffled
-        per epoch with `seed + epoch`. `aligned_batching` needs a model with
+        Default: token-budget batches of `data.training_stream` (`pairs`: a
+        list, or a streaming source such as `data.open_parallel_files(...)`),
+        pairs longer than `training_length_limit(max_length)` pieces dropped
+        (counted once by `data.pipeline_stats`), reshuffled per epoch with
+        `seed + epoch`. `aligned_batching` needs a model with
         a carried training state (refused here). `work_dir` is where a model
         may cache what its data needs. `fixed_shapes`: a few batch shapes,
         for an XLA-compiled step (`make_dataset(..., fixed_shapes=True)`).
@@ -192,22 +194,22 @@ class ZooModel(keras.Model):
             raise ValueError(f"Aligned batching needs a model that carries a training "
                              f"state (initial_training_state); {self.name} has none.")
         limit = self.training_length_limit(max_length)
-        _, stats = zoo_data.make_dataset(pairs, tokenizer, batch_tokens=batch_tokens,
-                                         max_length=limit, seed=seed)
+        # Counted once (one streaming pass); each epoch's stream is built without counting.
+        options = dict(batch_tokens=batch_tokens, max_length=limit, fixed_shapes=fixed_shapes)
+        stats = zoo_data.pipeline_stats(pairs, tokenizer, **options)
         note = "" if limit == max_length else " (the model's max_length)"
         if not stats.kept:
             # Trainer would wait forever for a first batch of an empty epoch.
             raise ValueError(f"No training pair has at most {limit} pieces{note} on "
                              "each side.")
+        empty = (f", {stats.dropped_empty} with an empty side" if stats.dropped_empty
+                 else "")
         print(f"pipeline: {stats.kept} pairs kept, {stats.dropped_too_long} dropped as "
-              f"longer than {limit} pieces{note}; {stats.target_tokens} target tokens "
-              "per epoch")
+              f"longer than {limit} pieces{note}{empty}; {stats.target_tokens} target "
+              "tokens per epoch")
 
         def make_dataset(epoch):
-            dataset, _ = zoo_data.make_dataset(pairs, tokenizer, batch_tokens=batch_tokens,
-                                               max_length=limit, seed=seed + epoch,
-                                               fixed_shapes=fixed_shapes)
-            return dataset
+            return zoo_data.training_stream(pairs, tokenizer, seed=seed + epoch, **options)
 
         return TrainingData(make_dataset, stats.dropped_too_long)
 
