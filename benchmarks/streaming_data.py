@@ -19,6 +19,8 @@ each run in a fresh child process, for every corpus size and every contender:
   to see which one sets the peak;
 * time to the first step: from the child's start (before TensorFlow is
   imported) to the end of training step 1, with the phases in between;
+* the seconds the count of pairs dropped as too long takes when the results
+  read it after training (a streamed corpus is counted then);
 * tokens/s: the ``Trainer``'s own rate over steps ``log_every + 1`` to
   ``2 * log_every`` (51-100: the first step's tracing left out), with the
   number of target tokens per step.
@@ -28,7 +30,7 @@ machine is shared; the contenders alternate per size).
 
 Usage:
     python benchmarks/streaming_data.py --contenders before=/tmp/kaz-before,after=.
-    python benchmarks/streaming_data.py --sizes 20000 --max-steps 4 --smoke
+    python benchmarks/streaming_data.py --smoke   # 20,000 lines, 4 steps: it runs
 """
 
 from __future__ import annotations
@@ -140,8 +142,13 @@ def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed)
     phases["model_built"] = time.monotonic() - _CHILD_STARTED
     peaks["model_built"] = common.peak_rss_mb()
     clock = StepClock()
-    summary, _ = workflow.train(config, model, optimizer, strategy, corpus, tokenizer,
-                                monitors=[clock])
+    summary, training_data = workflow.train(config, model, optimizer, strategy, corpus,
+                                            tokenizer, monitors=[clock])
+    # The count of the pairs dropped as too long, as `training_run` reads it for the
+    # results (a streamed corpus is counted then, after training).
+    started = time.monotonic()
+    dropped_too_long = training_data.dropped_too_long
+    count_seconds = time.monotonic() - started
     steady_step = max(clock.rates) if clock.rates else None
     return {
         "phases_seconds": {**{k: round(v, 1) for k, v in phases.items()}, **lines.times},
@@ -154,6 +161,8 @@ def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed)
         "steady_tokens_per_second": (round(clock.rates[steady_step], 1)
                                      if steady_step else None),
         "steady_window_last_step": steady_step,
+        "pairs_dropped_too_long": dropped_too_long,
+        "seconds_to_count_after_training": round(count_seconds, 1),
         "peak_rss_mb": round(common.peak_rss_mb(), 1),
     }
 
@@ -177,7 +186,7 @@ def run_child(code_dir, **kwargs):
             "returncode": completed.returncode, "child_wall_seconds": wall}
 
 
-def main():
+def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
     parser.add_argument("--sizes", type=common.int_list, default=[1_000_000, 4_500_000],
@@ -192,12 +201,20 @@ def main():
     parser.add_argument("--batch-tokens", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tag", default="", help="suffix of the results file name")
-    parser.add_argument("--smoke", action="store_true")
+    parser.add_argument("--smoke", action="store_true",
+                        help="20,000 lines, 4 steps of the tiny preset: a check that it runs")
     parser.add_argument("--merge", type=common.str_list, default=[],
                         help="result files of earlier runs of this script whose runs join "
                              "this one's (each run keeps its own load averages and date)")
     parser.add_argument("--output-dir", default=str(common.RESULTS_DIR))
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
+    if args.smoke:
+        args.sizes, args.max_steps, args.preset = [20_000], 4, "tiny"
+    return args
+
+
+def main():
+    args = parse_args()
     if args.child:
         result = child_run(**json.loads(args.child))
         print(_CHILD_MARKER + json.dumps(result), flush=True)

@@ -103,8 +103,32 @@ def _scan_file(path: pathlib.Path) -> int:
     return lines + (last_byte != b"\n")
 
 
+class StreamedPairs:
+    """What the streaming sources of ``(source, target)`` pairs share (files, TFDS).
+
+    A subclass defines ``text_chunks_dataset(chunk_size)`` (a ``tf.data.Dataset`` of
+    ``tf.string`` ``[n]`` sources and targets) and ``__len__``.
+    """
+
+    def text_dataset(self):
+        """The pairs one by one: scalar ``tf.string`` ``(source, target)``, in stored order."""
+        return self.text_chunks_dataset().unbatch()
+
+    def numpy_chunks(self, chunk_size: int = 4096):
+        """The chunks as NumPy arrays of bytes, read without tf.data's autotune thread (whose
+        wait made the end of each read last up to a minute: ``data.without_autotune_thread``)."""
+        from keras_attn_zoo.data.pipeline import without_autotune_thread
+
+        return without_autotune_thread(self.text_chunks_dataset(chunk_size)).as_numpy_iterator()
+
+    def __iter__(self) -> Iterator[tuple[str, str]]:
+        for sources, targets in self.numpy_chunks():
+            for source, target in zip(sources, targets):
+                yield source.decode("utf-8"), target.decode("utf-8")
+
+
 @dataclasses.dataclass(frozen=True)
-class ParallelFiles:
+class ParallelFiles(StreamedPairs):
     """Training pairs that stay on disk: one or more pairs of line-aligned files.
 
     Made by :func:`open_parallel_files`, which has checked them. ``len()`` is the number of
@@ -124,11 +148,6 @@ class ParallelFiles:
 
     def __len__(self) -> int:
         return self.lines
-
-    def __iter__(self) -> Iterator[tuple[str, str]]:
-        for sources, targets in self.text_chunks_dataset().as_numpy_iterator():
-            for source, target in zip(sources, targets):
-                yield source.decode("utf-8"), target.decode("utf-8")
 
     @property
     def file_count(self) -> int:
@@ -163,10 +182,6 @@ class ParallelFiles:
         names = tf.data.Dataset.from_tensor_slices((list(sources), list(targets)))
         return (names.flat_map(read_pair).batch(chunk_size)
                 .map(clean_chunk, num_parallel_calls=tf.data.AUTOTUNE))
-
-    def text_dataset(self):
-        """The pairs one by one: scalar ``tf.string`` ``(source, target)``, in file order."""
-        return self.text_chunks_dataset().unbatch()
 
 
 def open_parallel_files(

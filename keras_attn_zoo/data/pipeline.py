@@ -142,9 +142,9 @@ def text_chunks_dataset(data, chunk_size: int = _TOKENIZE_CHUNK_SIZE) -> tf.data
     """Chunks of ``data``'s pairs: ``tf.string`` ``[n]`` sources and targets, in its order.
 
     ``data`` is a sequence of ``(source, target)`` texts (held in memory, as the Ding corpus and
-    the valid and test splits are) or a streaming source with a ``text_chunks_dataset()``
-    method (``data.parallel.ParallelFiles``, ``data.wmt.TfdsTranslation``), read from disk as
-    the pipeline runs (a source may leave pairs out, e.g. those with an empty side).
+    the valid and test splits are) or a streaming source (``data.parallel.StreamedPairs``:
+    ``ParallelFiles``, ``data.wmt.TfdsTranslation``), read from disk as the pipeline runs (a
+    source may leave pairs out, e.g. those with an empty side).
     """
     if hasattr(data, "text_chunks_dataset"):
         return data.text_chunks_dataset(chunk_size)

@@ -101,15 +101,12 @@ def reservoir_sample(items: Iterable, size: int, seed: int = 0) -> list:
 def _text_chunks(texts) -> Iterator[Sequence]:
     """Chunks of the texts of ``texts`` (strings or pairs, both sides, in order); a streaming
     source (``data.open_parallel_files``) is read through ``tf.data`` in chunks, as bytes."""
-    if not hasattr(texts, "text_chunks_dataset"):
+    if not hasattr(texts, "numpy_chunks"):
         yield from _chunked(_texts(texts))
         return
     import numpy as np
 
-    from keras_attn_zoo.data.pipeline import without_autotune_thread
-
-    chunks = without_autotune_thread(texts.text_chunks_dataset(_SAMPLE_CHUNK_SIZE))
-    for sources, targets in chunks.as_numpy_iterator():
+    for sources, targets in texts.numpy_chunks(_SAMPLE_CHUNK_SIZE):
         yield np.stack([sources, targets], axis=1).reshape(-1)  # source, target, source, ...
 
 

@@ -17,6 +17,7 @@ import dataclasses
 import os
 
 from keras_attn_zoo.data import ding
+from keras_attn_zoo.data.parallel import StreamedPairs
 
 _TFDS_INSTALL_HINT = 'pip install "keras-attn-zoo[wmt]"'
 # Our split names follow the Ding corpus; TFDS translation sets call the dev set "validation".
@@ -57,7 +58,7 @@ def _translation_feature_name(features) -> str:
 
 
 @dataclasses.dataclass(frozen=True)
-class TfdsTranslation:
+class TfdsTranslation(StreamedPairs):
     """One split of a TFDS translation data set as a streaming source of ``(source, target)``.
 
     Made by :func:`open_tfds_translation`. ``tf.data`` reads the prepared TFRecord files
@@ -84,12 +85,8 @@ class TfdsTranslation:
     def __len__(self) -> int:
         return self.examples
 
-    def __iter__(self):
-        for source, target in self.text_dataset().as_numpy_iterator():
-            yield source.decode("utf-8"), target.decode("utf-8")
-
-    def text_dataset(self):
-        """The examples as scalar ``tf.string`` ``(source, target)``, in the stored order."""
+    def text_chunks_dataset(self, chunk_size: int = 1024):
+        """The examples in chunks: ``tf.string`` ``[n]`` sources and targets, in stored order."""
         tfds = _import_tfds()
         source_language, target_language = _language_pair(self.direction)
         dataset = tfds.builder(self.name, data_dir=self.data_dir).as_dataset(
@@ -101,11 +98,7 @@ class TfdsTranslation:
             translation = example[self.feature_name] if self.feature_name else example
             return translation[source_language], translation[target_language]
 
-        return dataset.map(sides)
-
-    def text_chunks_dataset(self, chunk_size: int = 1024):
-        """:meth:`text_dataset` in chunks: ``tf.string`` ``[n]`` sources and targets."""
-        return self.text_dataset().batch(chunk_size)
+        return dataset.map(sides).batch(chunk_size)
 
 
 def open_tfds_translation(
