@@ -167,6 +167,52 @@ def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed)
     }
 
 
+def child_pipeline(source, target, vocabulary, batches, rounds, batch_tokens, seed):
+    """The input pipeline alone: the same stream from the files and from a list in memory.
+
+    Both go through ``data.training_stream`` (the list is what ``--data files`` gave
+    ``make_dataset`` before, read by ``read_parallel_files``), so the difference is the
+    reading from disk. Rounds alternate the two (A B, B A, ...); each round times the first
+    batch (the shuffle buffer's filling) and then ``batches`` more, counting their target
+    tokens.
+    """
+    from keras_attn_zoo.runtime import start_tensorflow
+
+    start_tensorflow()
+    from keras_attn_zoo import data as zoo_data
+
+    tokenizer = zoo_data.load_tokenizer(vocabulary)
+    contenders = {"files": zoo_data.open_parallel_files(source, target),
+                  "list": zoo_data.read_parallel_files(source, target)[0]}
+    timings = {name: {"first_batch_seconds": [], "tokens_per_second": []}
+               for name in contenders}
+    for round_index in range(rounds):
+        names = list(contenders) if round_index % 2 == 0 else list(contenders)[::-1]
+        for name in names:
+            stream = zoo_data.without_autotune_thread(zoo_data.training_stream(
+                contenders[name], tokenizer, batch_tokens=batch_tokens, max_length=128,
+                seed=seed + round_index))
+            iterator = iter(stream)
+            started = time.perf_counter()
+            next(iterator)
+            first = time.perf_counter() - started
+            tokens, started = 0, time.perf_counter()
+            for _ in range(batches):
+                _, labels = next(iterator)
+                tokens += int(zoo_data.count_target_tokens(labels))
+            timings[name]["first_batch_seconds"].append(round(first, 2))
+            timings[name]["tokens_per_second"].append(
+                round(tokens / (time.perf_counter() - started), 1))
+            del iterator
+    import statistics
+
+    medians = {name: statistics.median(value["tokens_per_second"])
+               for name, value in timings.items()}
+    return {"pipeline_rounds": timings, "median_tokens_per_second": medians,
+            "files_over_list": round(medians["files"] / medians["list"], 3),
+            "peak_rss_mb": round(common.peak_rss_mb(), 1)}
+
+
 def run_child(code_dir, **kwargs):
     """Runs :func:`child_run` with ``code_dir`` first on the path; its dict (or the error)."""
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
@@ -201,6 +247,10 @@ def parse_args(argv=None):
     parser.add_argument("--batch-tokens", type=int, default=1500)
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--tag", default="", help="suffix of the results file name")
+    parser.add_argument("--pipeline-only", type=int, default=0, metavar="BATCHES",
+                        help="instead of training: the input pipeline alone on the first "
+                             "size, from the files and from a list (BATCHES batches per "
+                             "round, 4 rounds), with the vocabulary of an earlier run")
     parser.add_argument("--smoke", action="store_true",
                         help="20,000 lines, 4 steps of the tiny preset: a check that it runs")
     parser.add_argument("--merge", type=common.str_list, default=[],
@@ -216,7 +266,8 @@ def parse_args(argv=None):
 def main():
     args = parse_args()
     if args.child:
-        result = child_run(**json.loads(args.child))
+        kwargs = json.loads(args.child)
+        result = (child_pipeline if "vocabulary" in kwargs else child_run)(**kwargs)
         print(_CHILD_MARKER + json.dumps(result), flush=True)
         return
 
@@ -233,6 +284,20 @@ def main():
     machine = {"matmul_gflops_float32": common.matmul_rate()}
     print(f"matmul rate: {machine['matmul_gflops_float32']}", flush=True)
     rows = list(merged)
+    if args.pipeline_only:
+        size = args.sizes[0]
+        source, target = make_corpus(args.corpus_dir, size, args.sentences_per_line)
+        name, code_dir = next(iter(contenders.items()))
+        vocabulary = pathlib.Path(args.corpus_dir) / f"run-{name}-{size}" / "vocab.model"
+        load_before = common.load_average()
+        result = run_child(code_dir, source=source, target=target, vocabulary=vocabulary,
+                           batches=args.pipeline_only, rounds=4,
+                           batch_tokens=args.batch_tokens, seed=args.seed)
+        rows.append({"contender": name, "code_dir": code_dir, "lines": size,
+                     "measurement": "input pipeline only", "load_average_before": load_before,
+                     "load_average_after": common.load_average(), **result})
+        print(json.dumps(rows[-1]), flush=True)
+        args.sizes = []
     for size in args.sizes:
         started = time.monotonic()
         source, target = make_corpus(args.corpus_dir, size, args.sentences_per_line)

@@ -289,6 +289,23 @@ def training_stream(
 ) -> tf.data.Dataset:
     """The batches of :func:`make_dataset` as one stream, without its counting pass.
 
+    Args:
+        data: ``(source, target)`` texts, or a streaming source (:func:`text_chunks_dataset`).
+        tokenizer: from :func:`keras_attn_zoo.data.load_tokenizer` (special ids 0..3).
+        batch_tokens: upper bound of ``batch_size * max(padded source, padded target length)``.
+        max_length: pairs whose source + EOS or BOS + target exceed this are dropped (counted by
+            :func:`pipeline_stats`); never truncated, since a truncated target teaches the
+            model to stop mid-sentence.
+        shuffle: shuffle pairs (seeded, reshuffled each epoch) before bucketing.
+        seed: the shuffle seed.
+        repeat: repeat forever (for ``model.fit`` with ``steps_per_epoch``).
+        drop_remainder: drop each bucket's last, incomplete batch (for fixed shapes per bucket).
+        shuffle_buffer_size: default: all pairs, at most 200,000 (a bounded buffer: a bigger
+            corpus is shuffled within a window of that many pairs).
+        fixed_shapes: one shape ``[B, L]`` per bucket on both sides, on the coarser grid,
+            short batches filled with label-free copies (see the module doc); for an
+            XLA-compiled training step.
+
     Pairs flow through ``tf.data`` and nothing grows with the corpus: read (from memory or,
     for a streaming source, line by line from disk), shuffled in a bounded buffer, tokenized in
     chunks, filtered by length in-graph, bucketed and batched. The stream is deterministic
@@ -349,38 +366,14 @@ def training_stream(
     return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
 
 
-def make_dataset(
-    data,
-    tokenizer,
-    *,
-    batch_tokens: int = 4096,
-    max_length: int = 128,
-    shuffle: bool = True,
-    seed: int = 0,
-    repeat: bool = False,
-    drop_remainder: bool = False,
-    shuffle_buffer_size: int | None = None,
-    fixed_shapes: bool = False,
-) -> tuple[tf.data.Dataset, PipelineStats]:
+def make_dataset(data, tokenizer, **options) -> tuple[tf.data.Dataset, PipelineStats]:
     """Builds the training (or evaluation) ``tf.data.Dataset`` of ``(source, target)`` pairs.
 
     Args:
         data: ``(source, target)`` texts, or a streaming source such as
-            ``data.open_parallel_files(...)`` (see :func:`text_pairs_dataset`).
+            ``data.open_parallel_files(...)`` (see :func:`text_chunks_dataset`).
         tokenizer: from :func:`keras_attn_zoo.data.load_tokenizer` (special ids 0..3).
-        batch_tokens: upper bound of ``batch_size * max(padded source, padded target length)``.
-        max_length: pairs whose source + EOS or BOS + target exceed this are dropped (counted in
-            ``PipelineStats.dropped_too_long``); never truncated, since a truncated target
-            teaches the model to stop mid-sentence.
-        shuffle: shuffle pairs (seeded, reshuffled each epoch) before bucketing.
-        seed: the shuffle seed.
-        repeat: repeat forever (for ``model.fit`` with ``steps_per_epoch``).
-        drop_remainder: drop each bucket's last, incomplete batch (for fixed shapes per bucket).
-        shuffle_buffer_size: default: all pairs, at most 200,000 (a bounded buffer: a bigger
-            corpus is shuffled within a window of that many pairs).
-        fixed_shapes: one shape ``[B, L]`` per bucket on both sides, on the coarser grid,
-            short batches filled with label-free copies (see the module doc); for an
-            XLA-compiled training step.
+        **options: :func:`training_stream`'s.
 
     Returns:
         ``(dataset, stats)``: :func:`training_stream`'s dataset and :func:`pipeline_stats`'s
@@ -388,11 +381,10 @@ def make_dataset(
         ``({"source_ids", "target_ids"}, labels)``, all int32, padded with 0 to the batch's own
         longest sequence (``fixed_shapes``: to its bucket's length).
     """
-    options = dict(batch_tokens=batch_tokens, max_length=max_length, fixed_shapes=fixed_shapes)
-    dataset = training_stream(data, tokenizer, shuffle=shuffle, seed=seed, repeat=repeat,
-                              drop_remainder=drop_remainder,
-                              shuffle_buffer_size=shuffle_buffer_size, **options)
-    return dataset, pipeline_stats(data, tokenizer, **options)
+    dataset = training_stream(data, tokenizer, **options)
+    counted = {key: options[key] for key in ("batch_tokens", "max_length", "fixed_shapes")
+               if key in options}
+    return dataset, pipeline_stats(data, tokenizer, **counted)
 
 
 def count_target_tokens(labels) -> tf.Tensor:
