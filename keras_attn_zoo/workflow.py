@@ -162,9 +162,15 @@ class RunConfig:
 
 @dataclasses.dataclass
 class Corpus:
-    """Train/valid/test `(source, target)` pairs and a description of them."""
+    """Train/valid/test `(source, target)` pairs and a description of them.
 
-    train: list
+    `train` is a list, or a streaming source (`data.ParallelFiles`,
+    `data.TfdsTranslation`) that the pipeline reads from disk each epoch;
+    `dropped_empty` counts the empty pairs of the lists (a streamed split's
+    are counted by `data.pipeline_stats`).
+    """
+
+    train: object
     valid: list
     test: list
     description: str
@@ -226,13 +232,24 @@ def check_checkpoints_to_average(config):
 # ---- prepare data ---------------------------------------------------------------------------
 
 
+def _file_list(paths):
+    """`a.de,b.de` -> `["a.de", "b.de"]`: a training side may be several files."""
+    return [path.strip() for path in paths.split(",") if path.strip()]
+
+
 def load_corpus(config):
-    """Resolves the config's `data` (and the file paths) into a `Corpus`."""
+    """Resolves the config's `data` (and the file paths) into a `Corpus`.
+
+    The training split of files and TFDS data sets streams from disk
+    (`data.open_parallel_files`, `data.open_tfds_translation`: checked, not
+    loaded); valid and test splits, and the Ding corpus, are lists in memory.
+    """
     if config.data == "files":
         if config.train_src is None or config.train_tgt is None:
             raise SystemExit("--data files needs --train-src and --train-tgt.")
-        files = {"train": (config.train_src, config.train_tgt),
-                 "valid": (config.valid_src, config.valid_tgt),
+        train = zoo_data.open_parallel_files(_file_list(config.train_src),
+                                             _file_list(config.train_tgt))
+        files = {"valid": (config.valid_src, config.valid_tgt),
                  "test": (config.test_src, config.test_tgt)}
         splits, dropped = {}, 0
         for split, (src, tgt) in files.items():
@@ -241,7 +258,7 @@ def load_corpus(config):
                 continue
             splits[split], n_dropped = zoo_data.read_parallel_files(src, tgt)
             dropped += n_dropped
-        return Corpus(splits["train"], splits["valid"], splits["test"],
+        return Corpus(train, splits["valid"], splits["test"],
                       f"files:{config.train_src}", dropped)
     if config.data in ("ding", "ding:all"):
         # Evaluation is always on whole sentences. "ding" trains on them too:
@@ -253,20 +270,39 @@ def load_corpus(config):
         test = zoo_data.load_pairs("ding:sentences", "test", config.direction)
         return Corpus(train, valid, test, f"ding (train: {kind}, eval: sentences)")
     spec = zoo_data.parse_data_spec(config.data)
+    if spec.corpus == "tfds":
+        train = zoo_data.open_tfds_translation(spec.name, "train", config.direction)
+    else:
+        train = zoo_data.load_pairs(spec, "train", config.direction)
     splits = {split: zoo_data.load_pairs(spec, split, config.direction)
-              for split in ("train", "valid", "test")}
-    return Corpus(splits["train"], splits["valid"], splits["test"], str(spec))
+              for split in ("valid", "test")}
+    return Corpus(train, splits["valid"], splits["test"], str(spec))
+
+
+# SentencePiece's trainer holds about 2 KB per text (472 MB at the peak for 200,000
+# texts of two Ding sentences; 500,000 took a run to 2,035 MB): a streamed training
+# split's vocabulary trains on a sample of 300,000 texts (150,000 pairs), the lists
+# on up to `DEFAULT_MAX_SENTENCES` (2,000,000) as before.
+STREAMED_VOCABULARY_SAMPLE = 300_000
 
 
 def prepare_data(config):
-    """The corpus and the run's SentencePiece tokenizer (trained once, then reused)."""
+    """The corpus and the run's SentencePiece tokenizer (trained once, then reused).
+
+    The vocabulary trains on a seeded sample of the training split drawn in
+    one pass (`train_sentencepiece`'s reservoir), so a streamed split is read
+    once for it and never held.
+    """
     corpus = load_corpus(config)
-    print(f"data: {corpus.description}: {len(corpus.train)} train, "
+    streamed = "" if isinstance(corpus.train, list) else " (streamed from disk)"
+    print(f"data: {corpus.description}: {len(corpus.train)} train{streamed}, "
           f"{len(corpus.valid)} valid, {len(corpus.test)} test pairs"
           + (f"; {corpus.dropped_empty} empty pairs dropped" if corpus.dropped_empty else ""))
     path = config.paths[0] / "vocab.model"
     if not path.exists():
-        train_sentencepiece(corpus.train, path, vocab_size=config.vocab_size)
+        sample = {} if isinstance(corpus.train, list) else {
+            "max_sentences": STREAMED_VOCABULARY_SAMPLE}
+        train_sentencepiece(corpus.train, path, vocab_size=config.vocab_size, **sample)
     return corpus, load_tokenizer(path)
 
 

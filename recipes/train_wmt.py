@@ -61,8 +61,10 @@ def parse_args(argv=None):
              "on the test sentences.",
     )
     for split in ("train", "valid", "test"):
-        p.add_argument(f"--{split}-src", help=f"{split} source file (--data files)")
-        p.add_argument(f"--{split}-tgt", help=f"{split} target file (--data files)")
+        several = (", or several joined by ',' (streamed from disk; one file per "
+                   "worker or more: each worker reads its own)") if split == "train" else ""
+        p.add_argument(f"--{split}-src", help=f"{split} source file{several} (--data files)")
+        p.add_argument(f"--{split}-tgt", help=f"{split} target file{several} (--data files)")
     p.add_argument("--direction", default="de-en", help="de-en (default) or en-de")
     p.add_argument("--epochs", type=int, help="stop after this many epochs")
     p.add_argument("--max-steps", type=int, help="stop after this many steps")

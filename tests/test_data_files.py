@@ -151,6 +151,22 @@ def test_load_tfds_translation_reads_both_directions(tiny_tfds_name, tmp_path):
     assert sorted(from_spec) == sorted(train)
 
 
+def test_a_tfds_training_split_streams_the_same_pairs(tiny_tfds_name, tmp_path,
+                                                     tiny_tokenizer):
+    from keras_attn_zoo.data import pipeline
+
+    stream = wmt.open_tfds_translation(tiny_tfds_name, "train", "en-de", data_dir=tmp_path)
+    in_memory = wmt.load_tfds_translation(tiny_tfds_name, "train", "en-de", data_dir=tmp_path)
+    assert len(stream) == len(in_memory) == len(TINY_EXAMPLES["train"])
+    assert list(stream) == in_memory  # the stored order (TFDS' own, not the generator's)
+    assert sorted(in_memory) == sorted((en, de) for de, en in TINY_EXAMPLES["train"])
+    stats = pipeline.pipeline_stats(stream, tiny_tokenizer, batch_tokens=160, max_length=40)
+    assert (stats.total, stats.dropped_empty) == (len(in_memory), 0)
+    batches = list(pipeline.training_stream(stream, tiny_tokenizer, batch_tokens=160,
+                                            max_length=40))
+    assert sum(int(labels.shape[0]) for _, labels in batches) == stats.kept
+
+
 def test_load_tfds_translation_rejects_missing_language(tiny_tfds_name, tmp_path):
     with pytest.raises(ValueError, match="'fr'"):
         wmt.load_tfds_translation(tiny_tfds_name, "train", "de-fr", data_dir=tmp_path)

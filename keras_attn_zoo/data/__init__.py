@@ -16,12 +16,15 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load on first
         is_sentence_pair,
         parse_ding_line,
     )
-    from keras_attn_zoo.data.parallel import read_parallel_files
+    from keras_attn_zoo.data.parallel import ParallelFiles, open_parallel_files, read_parallel_files
     from keras_attn_zoo.data.pipeline import (
         PipelineStats,
         bucket_layout,
         count_target_tokens,
+        data_shard_policy,
         make_dataset,
+        pipeline_stats,
+        training_stream,
         without_autotune_thread,
     )
     from keras_attn_zoo.data.vocabulary import (
@@ -30,11 +33,19 @@ if TYPE_CHECKING:  # for type checkers and IDEs; at run time names load on first
         PAD_ID,
         UNK_ID,
         load_tokenizer,
+        reservoir_sample,
         sentencepiece_proto,
         train_sentencepiece,
         vocabulary_size,
     )
-    from keras_attn_zoo.data.wmt import DataSpec, load_pairs, load_tfds_translation, parse_data_spec
+    from keras_attn_zoo.data.wmt import (
+        DataSpec,
+        TfdsTranslation,
+        load_pairs,
+        load_tfds_translation,
+        open_tfds_translation,
+        parse_data_spec,
+    )
 
 _EXPORTS = {
     # ding
@@ -46,8 +57,12 @@ _EXPORTS = {
     "ding_statistics": "ding",
     # parallel text files
     "read_parallel_files": "parallel",
+    "open_parallel_files": "parallel",
+    "ParallelFiles": "parallel",
     # TFDS / data specs
     "load_tfds_translation": "wmt",
+    "open_tfds_translation": "wmt",
+    "TfdsTranslation": "wmt",
     "DataSpec": "wmt",
     "parse_data_spec": "wmt",
     "load_pairs": "wmt",
@@ -57,12 +72,16 @@ _EXPORTS = {
     "BOS_ID": "vocabulary",
     "EOS_ID": "vocabulary",
     "train_sentencepiece": "vocabulary",
+    "reservoir_sample": "vocabulary",
     "load_tokenizer": "vocabulary",
     "vocabulary_size": "vocabulary",
     "sentencepiece_proto": "vocabulary",
     # pipeline
     "PipelineStats": "pipeline",
     "make_dataset": "pipeline",
+    "pipeline_stats": "pipeline",
+    "training_stream": "pipeline",
+    "data_shard_policy": "pipeline",
     "without_autotune_thread": "pipeline",
     "bucket_layout": "pipeline",
     "count_target_tokens": "pipeline",

@@ -1,5 +1,12 @@
 """The tf.data training pipeline: tokenize in-graph, filter by length, bucket, batch by tokens.
 
+The pairs come from memory (a list, as the Ding corpus and the valid and test splits are) or
+stream from disk (``data.open_parallel_files``, ``data.wmt.TfdsTranslation``): nothing in the
+pipeline grows with the corpus (a shuffle buffer of at most 200,000 pairs, chunks of 1,024
+pairs, the buckets' batches), so a WMT-size corpus trains in the memory of a small one.
+:func:`pipeline_stats` counts an epoch in one streaming pass; :func:`training_stream` is an
+epoch's batches; :func:`make_dataset` is both.
+
 Each element is ``(features, labels)`` with
 
     features["source_ids"]  int32[B, S]  source pieces + [EOS]
@@ -21,9 +28,7 @@ and no token to any count, and every pair still appears exactly once per epoch.
 from __future__ import annotations
 
 import dataclasses
-from typing import Sequence
 
-import numpy as np
 import tensorflow as tf
 
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
@@ -73,6 +78,8 @@ class PipelineStats:
         longest_target: longest kept target, BOS included (0 if nothing is kept).
         bucket_boundaries: ``bucket_by_sequence_length`` boundaries (lengths ``< b`` per bucket).
         bucket_batch_sizes: batch size per bucket (one more entry than boundaries).
+        dropped_empty: pairs a streaming source left out before counting, because a side is
+            empty (``total`` does not count them).
     """
 
     total: int
@@ -86,6 +93,7 @@ class PipelineStats:
     longest_target: int
     bucket_boundaries: tuple[int, ...]
     bucket_batch_sizes: tuple[int, ...]
+    dropped_empty: int = 0
 
     @property
     def dropped_fraction(self) -> float:
@@ -130,35 +138,96 @@ def bucket_layout(
     return boundaries, batch_sizes
 
 
-def _split_pairs(pairs: Sequence[tuple[str, str]]) -> tuple[list[str], list[str]]:
-    sources = [source for source, _ in pairs]
-    targets = [target for _, target in pairs]
-    return sources, targets
+def text_chunks_dataset(data, chunk_size: int = _TOKENIZE_CHUNK_SIZE) -> tf.data.Dataset:
+    """Chunks of ``data``'s pairs: ``tf.string`` ``[n]`` sources and targets, in its order.
 
-
-def token_lengths(
-    texts_a: Sequence[str], texts_b: Sequence[str], tokenizer
-) -> tuple[np.ndarray, np.ndarray]:
-    """Numbers of pieces (without special tokens) of two equally long lists of texts.
-
-    One pass of in-graph tokenization in chunks; about 1.5 s for 330k Ding pairs on 2 cores.
+    ``data`` is a sequence of ``(source, target)`` texts (held in memory, as the Ding corpus and
+    the valid and test splits are) or a streaming source (``data.parallel.StreamedPairs``:
+    ``ParallelFiles``, ``data.wmt.TfdsTranslation``), read from disk as the pipeline runs (a
+    source may leave pairs out, e.g. those with an empty side).
     """
-    if len(texts_a) == 0:
-        return np.zeros([0], np.int64), np.zeros([0], np.int64)
+    if hasattr(data, "text_chunks_dataset"):
+        return data.text_chunks_dataset(chunk_size)
+    return text_pairs_dataset(data).batch(chunk_size)
 
-    def lengths_of_chunk(chunk_a, chunk_b):
-        return tokenizer(chunk_a).row_lengths(), tokenizer(chunk_b).row_lengths()
 
-    chunks = without_autotune_thread(
-        tf.data.Dataset.from_tensor_slices((list(texts_a), list(texts_b)))
-        .batch(_TOKENIZE_CHUNK_SIZE)
-        .map(lengths_of_chunk, num_parallel_calls=tf.data.AUTOTUNE)
+def text_pairs_dataset(data) -> tf.data.Dataset:
+    """``data``'s pairs one by one, scalar ``tf.string`` ``(source, target)`` (see
+    :func:`text_chunks_dataset`)."""
+    if hasattr(data, "text_dataset"):
+        return data.text_dataset()
+    sources = tf.constant([source for source, _ in data], dtype=tf.string, shape=[len(data)])
+    targets = tf.constant([target for _, target in data], dtype=tf.string, shape=[len(data)])
+    return tf.data.Dataset.from_tensor_slices((sources, targets))
+
+
+def data_shard_policy(file_count: int, worker_count: int):
+    """The ``tf.data`` auto-shard policy for ``file_count`` files read by ``worker_count`` workers.
+
+    FILE (each worker reads only its own files, ``file_count / worker_count`` of the reading
+    and tokenizing) needs at least one file per worker, else TensorFlow stops with an error;
+    with fewer files (one file, or pairs held in memory: ``file_count`` 0) DATA: every worker
+    reads and tokenizes everything and keeps every ``worker_count``-th batch.
+    """
+    policy = tf.data.experimental.AutoShardPolicy
+    return policy.FILE if file_count >= max(2, worker_count) else policy.DATA
+
+
+def worker_count() -> int:
+    """Workers that read training data: the chief and worker tasks of ``TF_CONFIG`` (1 without)."""
+    import json
+    import os
+
+    cluster = json.loads(os.environ.get("TF_CONFIG") or "{}").get("cluster", {})
+    return max(1, sum(len(cluster.get(task, ())) for task in ("chief", "worker")))
+
+
+def _token_lengths_dataset(data, tokenizer) -> tf.data.Dataset:
+    """Chunks of ``(source, target)`` numbers of pieces (without special tokens) of ``data``."""
+
+    def lengths_of_chunk(sources, targets):
+        return tokenizer(sources).row_lengths(), tokenizer(targets).row_lengths()
+
+    return text_chunks_dataset(data).map(lengths_of_chunk, num_parallel_calls=tf.data.AUTOTUNE)
+
+
+def pipeline_stats(
+    data, tokenizer, *, batch_tokens: int = 4096, max_length: int = 128,
+    fixed_shapes: bool = False,
+) -> PipelineStats:
+    """What one epoch of :func:`training_stream` holds, counted in one streaming pass.
+
+    Tokenizes every pair once, in chunks, and keeps only running sums: memory does not grow
+    with the corpus. Costs about as much as an epoch's tokenization; a caller that builds an
+    epoch's stream many times (``ZooModel.training_data``) counts once.
+    """
+    boundaries, batch_sizes = bucket_layout(max_length, batch_tokens, fixed_shapes)
+    total = kept = source_tokens = target_tokens = longest_source = longest_target = 0
+    chunks = without_autotune_thread(_token_lengths_dataset(data, tokenizer))
+    for source_lengths, target_lengths in chunks.as_numpy_iterator():
+        source_lengths = source_lengths + 1  # EOS
+        target_lengths = target_lengths + 1  # BOS for target_ids, EOS for labels
+        fits = (source_lengths <= max_length) & (target_lengths <= max_length)
+        total += len(fits)
+        kept += int(fits.sum())
+        source_tokens += int(source_lengths[fits].sum())
+        target_tokens += int(target_lengths[fits].sum())
+        longest_source = max(longest_source, int(source_lengths[fits].max(initial=0)))
+        longest_target = max(longest_target, int(target_lengths[fits].max(initial=0)))
+    return PipelineStats(
+        total=total,
+        kept=kept,
+        dropped_too_long=total - kept,
+        max_length=max_length,
+        batch_tokens=batch_tokens,
+        source_tokens=source_tokens,
+        target_tokens=target_tokens,
+        longest_source=longest_source,
+        longest_target=longest_target,
+        bucket_boundaries=tuple(boundaries),
+        bucket_batch_sizes=tuple(batch_sizes),
+        dropped_empty=len(data) - total,
     )
-    lengths_a, lengths_b = [], []
-    for chunk_lengths_a, chunk_lengths_b in chunks.as_numpy_iterator():
-        lengths_a.append(chunk_lengths_a)
-        lengths_b.append(chunk_lengths_b)
-    return np.concatenate(lengths_a), np.concatenate(lengths_b)
 
 
 def _add_special_tokens(source_pieces: tf.RaggedTensor, target_pieces: tf.RaggedTensor):
@@ -198,8 +267,15 @@ def _fill_rows(boundaries: list[int], batch_sizes: list[int]):
     return fill
 
 
-def make_dataset(
-    pairs: Sequence[tuple[str, str]],
+def _within_length(source_pieces, target_pieces, max_length):
+    """The rows of a tokenized chunk whose source + EOS and BOS + target fit ``max_length``."""
+    fits = tf.logical_and(source_pieces.row_lengths() + 1 <= max_length,
+                          target_pieces.row_lengths() + 1 <= max_length)
+    return tf.ragged.boolean_mask(source_pieces, fits), tf.ragged.boolean_mask(target_pieces, fits)
+
+
+def training_stream(
+    data,
     tokenizer,
     *,
     batch_tokens: int = 4096,
@@ -210,65 +286,46 @@ def make_dataset(
     drop_remainder: bool = False,
     shuffle_buffer_size: int | None = None,
     fixed_shapes: bool = False,
-) -> tuple[tf.data.Dataset, PipelineStats]:
-    """Builds the training (or evaluation) ``tf.data.Dataset`` of ``(source, target)`` pairs.
+) -> tf.data.Dataset:
+    """The batches of :func:`make_dataset` as one stream, without its counting pass.
 
     Args:
-        pairs: ``(source, target)`` texts.
+        data: ``(source, target)`` texts, or a streaming source (:func:`text_chunks_dataset`).
         tokenizer: from :func:`keras_attn_zoo.data.load_tokenizer` (special ids 0..3).
         batch_tokens: upper bound of ``batch_size * max(padded source, padded target length)``.
-        max_length: pairs whose source + EOS or BOS + target exceed this are dropped (counted in
-            ``PipelineStats.dropped_too_long``); never truncated, since a truncated target
-            teaches the model to stop mid-sentence.
+        max_length: pairs whose source + EOS or BOS + target exceed this are dropped (counted by
+            :func:`pipeline_stats`); never truncated, since a truncated target teaches the
+            model to stop mid-sentence.
         shuffle: shuffle pairs (seeded, reshuffled each epoch) before bucketing.
         seed: the shuffle seed.
         repeat: repeat forever (for ``model.fit`` with ``steps_per_epoch``).
         drop_remainder: drop each bucket's last, incomplete batch (for fixed shapes per bucket).
-        shuffle_buffer_size: default: all pairs, at most 200,000.
+        shuffle_buffer_size: default: all pairs, at most 200,000 (a bounded buffer: a bigger
+            corpus is shuffled within a window of that many pairs).
         fixed_shapes: one shape ``[B, L]`` per bucket on both sides, on the coarser grid,
             short batches filled with label-free copies (see the module doc); for an
             XLA-compiled training step.
 
-    Returns:
-        ``(dataset, stats)``. Elements are ``({"source_ids", "target_ids"}, labels)``, all int32,
-        padded with 0 to the batch's own longest sequence (``fixed_shapes``: to its bucket's
-        length).
+    Pairs flow through ``tf.data`` and nothing grows with the corpus: read (from memory or,
+    for a streaming source, line by line from disk), shuffled in a bounded buffer, tokenized in
+    chunks, filtered by length in-graph, bucketed and batched. The stream is deterministic
+    for a given ``seed`` (seeded shuffle, ordered maps), so a resumed run that skips the
+    batches it has trained on continues with the very next one (``Trainer.epoch_dataset``).
+    Its auto-shard policy is :func:`data_shard_policy`'s.
     """
     boundaries, batch_sizes = bucket_layout(max_length, batch_tokens, fixed_shapes)
-    sources, targets = _split_pairs(pairs)
-
-    # One counting pass: exact statistics, and the filter is applied to the strings so the
-    # streaming pipeline below never tokenizes a pair it would throw away.
-    source_lengths, target_lengths = token_lengths(sources, targets, tokenizer)
-    source_lengths = source_lengths + 1  # EOS
-    target_lengths = target_lengths + 1  # BOS for target_ids, EOS for labels
-    fits = (source_lengths <= max_length) & (target_lengths <= max_length)
-    kept_indices = np.flatnonzero(fits)
-    stats = PipelineStats(
-        total=len(sources),
-        kept=int(kept_indices.size),
-        dropped_too_long=int(len(sources) - kept_indices.size),
-        max_length=max_length,
-        batch_tokens=batch_tokens,
-        source_tokens=int(source_lengths[fits].sum()),
-        target_tokens=int(target_lengths[fits].sum()),
-        longest_source=int(source_lengths[fits].max(initial=0)),
-        longest_target=int(target_lengths[fits].max(initial=0)),
-        bucket_boundaries=tuple(boundaries),
-        bucket_batch_sizes=tuple(batch_sizes),
-    )
-
-    kept_sources = tf.constant([sources[index] for index in kept_indices], dtype=tf.string)
-    kept_targets = tf.constant([targets[index] for index in kept_indices], dtype=tf.string)
-    dataset = tf.data.Dataset.from_tensor_slices((kept_sources, kept_targets))
-    if shuffle and stats.kept:
-        buffer_size = shuffle_buffer_size or min(stats.kept, _MAX_SHUFFLE_BUFFER)
+    dataset = text_pairs_dataset(data)
+    if shuffle:
+        # Today's corpora fit the buffer whole (a full shuffle); bigger ones shuffle within it.
+        buffer_size = shuffle_buffer_size or max(1, min(len(data), _MAX_SHUFFLE_BUFFER))
         dataset = dataset.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()
 
     def tokenize_chunk(source_texts, target_texts):
-        return _add_special_tokens(tokenizer(source_texts), tokenizer(target_texts))
+        source_pieces, target_pieces = _within_length(
+            tokenizer(source_texts), tokenizer(target_texts), max_length)
+        return _add_special_tokens(source_pieces, target_pieces)
 
     dataset = (
         dataset.batch(_TOKENIZE_CHUNK_SIZE)
@@ -303,7 +360,31 @@ def make_dataset(
     if fixed_shapes:
         dataset = dataset.map(_fill_rows(boundaries, batch_sizes),
                               num_parallel_calls=tf.data.AUTOTUNE)
-    return dataset.prefetch(tf.data.AUTOTUNE), stats
+    options = tf.data.Options()
+    options.experimental_distribute.auto_shard_policy = data_shard_policy(
+        getattr(data, "file_count", 0), worker_count())
+    return dataset.prefetch(tf.data.AUTOTUNE).with_options(options)
+
+
+def make_dataset(data, tokenizer, **options) -> tuple[tf.data.Dataset, PipelineStats]:
+    """Builds the training (or evaluation) ``tf.data.Dataset`` of ``(source, target)`` pairs.
+
+    Args:
+        data: ``(source, target)`` texts, or a streaming source such as
+            ``data.open_parallel_files(...)`` (see :func:`text_chunks_dataset`).
+        tokenizer: from :func:`keras_attn_zoo.data.load_tokenizer` (special ids 0..3).
+        **options: :func:`training_stream`'s.
+
+    Returns:
+        ``(dataset, stats)``: :func:`training_stream`'s dataset and :func:`pipeline_stats`'s
+        counts (one streaming pass over the pairs). Elements are
+        ``({"source_ids", "target_ids"}, labels)``, all int32, padded with 0 to the batch's own
+        longest sequence (``fixed_shapes``: to its bucket's length).
+    """
+    dataset = training_stream(data, tokenizer, **options)
+    counted = {key: options[key] for key in ("batch_tokens", "max_length", "fixed_shapes")
+               if key in options}
+    return dataset, pipeline_stats(data, tokenizer, **counted)
 
 
 def count_target_tokens(labels) -> tf.Tensor:

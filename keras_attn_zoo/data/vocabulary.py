@@ -15,11 +15,13 @@ a trackable Keras layer, so an exported SavedModel carries the vocabulary with i
 from __future__ import annotations
 
 import io
+import itertools
+import math
 import os
 import pathlib
 import random
 import tempfile
-from typing import Iterable
+from typing import Iterable, Iterator, Sequence
 
 PAD_ID = 0
 UNK_ID = 1
@@ -38,20 +40,74 @@ _EXPECTED_SPECIAL_PIECES = {
     EOS_ID: EOS_PIECE,
 }
 DEFAULT_MAX_SENTENCES = 2_000_000
+_SAMPLE_CHUNK_SIZE = 8192
 
 
-def _flatten_texts(texts: Iterable) -> list[str]:
-    """Strings from ``texts``, where an item may also be a (source, target) pair or a tuple."""
-    flattened = []
-    for item in texts:
+def _texts(items: Iterable) -> Iterator[str]:
+    """Strings of ``items``, where an item may also be a (source, target) pair or a tuple."""
+    for item in items:
         for text in (item,) if isinstance(item, (str, bytes)) else item:
-            if isinstance(text, bytes):
-                text = text.decode("utf-8")
-            # SentencePiece reads one sentence per item; inner newlines would be odd pieces.
-            text = " ".join(text.split())
-            if text:
-                flattened.append(text)
-    return flattened
+            yield text.decode("utf-8") if isinstance(text, bytes) else text
+
+
+def _chunked(items: Iterable, chunk_size: int = 4096) -> Iterator[list]:
+    iterator = iter(items)
+    return iter(lambda: list(itertools.islice(iterator, chunk_size)), [])
+
+
+def reservoir_sample_chunks(chunks: Iterable[Sequence], size: int, seed: int = 0) -> list:
+    """:func:`reservoir_sample` of the items of a stream of chunks (lists or arrays).
+
+    Which positions of the stream enter the sample depends only on ``seed``, so an item that
+    is passed over is never touched: a chunk costs Python work only for the items it gives
+    to the sample (and the first ``size`` items).
+    """
+    if size < 1:
+        raise ValueError(f"The sample size must be at least 1, got {size}.")
+    generator = random.Random(seed)
+
+    def log_uniform():  # log of a uniform number in (0, 1]
+        return math.log(1.0 - generator.random())
+
+    def gap(weight):  # items passed over before the next one enters the sample
+        return math.floor(log_uniform() / math.log(1.0 - weight)) if weight < 1.0 else 0
+
+    sample = []
+    weight = math.exp(log_uniform() / size)
+    next_index = size + gap(weight)
+    offset = 0  # stream position of the chunk's first item
+    for chunk in chunks:
+        if len(sample) < size:
+            sample.extend(chunk[: size - len(sample)])
+        while next_index < offset + len(chunk):
+            sample[generator.randrange(size)] = chunk[next_index - offset]
+            weight *= math.exp(log_uniform() / size)
+            next_index += 1 + gap(weight)
+        offset += len(chunk)
+    return sample
+
+
+def reservoir_sample(items: Iterable, size: int, seed: int = 0) -> list:
+    """A uniform random sample of ``size`` items of a stream, read in one pass, in O(size) memory.
+
+    Li's Algorithm L (1994): after the first ``size`` items, it draws how many items to pass
+    over before the next one enters the sample (at a random slot), so an item that is passed
+    over costs nothing but being read. The sample depends only on ``seed`` and the stream;
+    with ``size`` or fewer items it is all of them, in order.
+    """
+    return reservoir_sample_chunks(_chunked(items), size, seed)
+
+
+def _text_chunks(texts) -> Iterator[Sequence]:
+    """Chunks of the texts of ``texts`` (strings or pairs, both sides, in order); a streaming
+    source (``data.open_parallel_files``) is read through ``tf.data`` in chunks, as bytes."""
+    if not hasattr(texts, "numpy_chunks"):
+        yield from _chunked(_texts(texts))
+        return
+    import numpy as np
+
+    for sources, targets in texts.numpy_chunks(_SAMPLE_CHUNK_SIZE):
+        yield np.stack([sources, targets], axis=1).reshape(-1)  # source, target, source, ...
 
 
 def train_sentencepiece(
@@ -71,7 +127,7 @@ def train_sentencepiece(
     copy names and numbers from source to target.
 
     Args:
-        texts: strings, or ``(source, target)`` pairs (both sides are used).
+        texts: strings, or ``(source, target)`` pairs (both sides are used); any iterable.
         output_path: the ``.model`` file to write. It is written to a temporary file and renamed,
             so a crash never leaves a half-written model.
         vocab_size: the requested size. The limit is soft (``hard_vocab_limit=False``) so that
@@ -79,7 +135,9 @@ def train_sentencepiece(
         model_type: "unigram", "bpe", "char" or "word".
         character_coverage: 1.0 keeps every character of the corpus (right for German/English;
             use ~0.9995 for languages with very large alphabets).
-        max_sentences: at most this many texts are used, sampled with ``seed``.
+        max_sentences: at most this many texts are used, a sample drawn in one pass over
+            ``texts`` (:func:`reservoir_sample` with ``seed``), so ``texts`` may be a
+            stream of any length (``data.open_parallel_files(...)``).
         byte_fallback: represent unseen characters as UTF-8 bytes instead of ``<unk>`` (adds 256
             pieces, so only sensible for vocabularies of a few thousand or more).
         seed: for the sampling of ``max_sentences``.
@@ -92,14 +150,17 @@ def train_sentencepiece(
     """
     import sentencepiece
 
-    sentences = _flatten_texts(texts)
+    # Sampled before the whitespace is normalised: a text that turns out empty is left out, so
+    # the sample may hold slightly fewer than max_sentences texts.
+    sampled = _texts(reservoir_sample_chunks(_text_chunks(texts), max_sentences, seed=seed))
+    # SentencePiece reads one sentence per item; inner newlines would be odd pieces.
+    sentences = [normalised for normalised in (" ".join(text.split()) for text in sampled)
+                 if normalised]
     if not sentences:
         raise ValueError(
             "Cannot train a SentencePiece model on an empty corpus: `texts` contains no "
             "non-empty text."
         )
-    if len(sentences) > max_sentences:
-        sentences = random.Random(seed).sample(sentences, max_sentences)
 
     model_bytes = io.BytesIO()
     sentencepiece.SentencePieceTrainer.train(

@@ -17,6 +17,7 @@ import dataclasses
 import os
 
 from keras_attn_zoo.data import ding
+from keras_attn_zoo.data.parallel import StreamedPairs
 
 _TFDS_INSTALL_HINT = 'pip install "keras-attn-zoo[wmt]"'
 # Our split names follow the Ding corpus; TFDS translation sets call the dev set "validation".
@@ -56,34 +57,65 @@ def _translation_feature_name(features) -> str:
     raise ValueError(f"The data set has no tfds.features.Translation feature: {features}")
 
 
-def load_tfds_translation(
+@dataclasses.dataclass(frozen=True)
+class TfdsTranslation(StreamedPairs):
+    """One split of a TFDS translation data set as a streaming source of ``(source, target)``.
+
+    Made by :func:`open_tfds_translation`. ``tf.data`` reads the prepared TFRecord files
+    (:meth:`text_dataset`, :meth:`text_chunks_dataset`, in the stored order); nothing is held
+    in memory. ``len()`` is the split's number of examples (TFDS' metadata); iterating yields
+    them as text.
+
+    Attributes:
+        name, split, direction, data_dir, max_examples: as :func:`load_tfds_translation`'s.
+        feature_name: the key of the ``Translation`` feature ("" when it is the only feature).
+        examples: the number of examples read.
+        file_count: the split's TFRecord files (the unit of FILE auto-sharding).
+    """
+
+    name: str
+    split: str
+    direction: str
+    data_dir: str | None
+    max_examples: int | None
+    feature_name: str
+    examples: int
+    file_count: int
+
+    def __len__(self) -> int:
+        return self.examples
+
+    def text_chunks_dataset(self, chunk_size: int = 1024):
+        """The examples in chunks: ``tf.string`` ``[n]`` sources and targets, in stored order."""
+        tfds = _import_tfds()
+        source_language, target_language = _language_pair(self.direction)
+        dataset = tfds.builder(self.name, data_dir=self.data_dir).as_dataset(
+            split=self.split, shuffle_files=False)
+        if self.max_examples is not None:
+            dataset = dataset.take(self.max_examples)
+
+        def sides(example):
+            translation = example[self.feature_name] if self.feature_name else example
+            return translation[source_language], translation[target_language]
+
+        return dataset.map(sides).batch(chunk_size)
+
+
+def open_tfds_translation(
     name: str = "wmt14_translate/de-en",
     split: str = "train",
     direction: str = "de-en",
     data_dir: str | os.PathLike | None = None,
     max_examples: int | None = None,
-) -> list[tuple[str, str]]:
-    """Loads ``(source, target)`` text pairs of a TFDS translation data set.
+) -> TfdsTranslation:
+    """A TFDS translation split as a streaming source (see :func:`load_tfds_translation`).
 
-    The data set is downloaded and prepared on first use (WMT14 de-en is several GB; pass
-    ``data_dir`` to choose where). Examples are read from its ``Translation`` feature by the
-    language codes of ``direction``, so ``direction="en-de"`` swaps the sides of a "de-en" set.
-
-    Args:
-        name: a TFDS name, with config, e.g. "wmt14_translate/de-en".
-        split: a TFDS split ("train", "validation", "test", or slices like "train[:1%]");
-            "valid" is accepted for "validation".
-        direction: "source-target" language codes, e.g. "de-en".
-        data_dir: the TFDS data directory (default: TFDS' own, ``~/tensorflow_datasets``).
-        max_examples: read at most this many examples (in the stored order).
-
-    Raises:
-        ImportError: if tensorflow-datasets is not installed.
-        ValueError: if the data set lacks one of the two languages.
+    The data set is downloaded and prepared on first use; nothing else is read here.
     """
     tfds = _import_tfds()
     source_language, target_language = _language_pair(direction)
-    builder = tfds.builder(name, data_dir=None if data_dir is None else os.fspath(data_dir))
+    data_dir = None if data_dir is None else os.fspath(data_dir)
+    builder = tfds.builder(name, data_dir=data_dir)
     builder.download_and_prepare()
 
     feature_name = _translation_feature_name(builder.info.features)
@@ -97,22 +129,43 @@ def load_tfds_translation(
                 f"Data set {name!r} has no language {language!r} (direction={direction!r}); "
                 f"it has {available_languages}."
             )
-
     split = _TFDS_SPLIT_ALIASES.get(split, split)
-    dataset = builder.as_dataset(split=split, shuffle_files=False)
+    split_info = builder.info.splits[split]
+    examples = split_info.num_examples
     if max_examples is not None:
-        dataset = dataset.take(max_examples)
+        examples = min(examples, max_examples)
+    return TfdsTranslation(name=name, split=split, direction=direction, data_dir=data_dir,
+                           max_examples=max_examples, feature_name=feature_name,
+                           examples=examples, file_count=split_info.num_shards)
 
-    pairs = []
-    for example in tfds.as_numpy(dataset):
-        translation = example[feature_name] if feature_name else example
-        pairs.append(
-            (
-                translation[source_language].decode("utf-8"),
-                translation[target_language].decode("utf-8"),
-            )
-        )
-    return pairs
+
+def load_tfds_translation(
+    name: str = "wmt14_translate/de-en",
+    split: str = "train",
+    direction: str = "de-en",
+    data_dir: str | os.PathLike | None = None,
+    max_examples: int | None = None,
+) -> list[tuple[str, str]]:
+    """Loads ``(source, target)`` text pairs of a TFDS translation data set into memory.
+
+    The data set is downloaded and prepared on first use (WMT14 de-en is several GB; pass
+    ``data_dir`` to choose where). Examples are read from its ``Translation`` feature by the
+    language codes of ``direction``, so ``direction="en-de"`` swaps the sides of a "de-en" set.
+    For a training split, :func:`open_tfds_translation` streams the same pairs instead.
+
+    Args:
+        name: a TFDS name, with config, e.g. "wmt14_translate/de-en".
+        split: a TFDS split ("train", "validation", "test", or slices like "train[:1%]");
+            "valid" is accepted for "validation".
+        direction: "source-target" language codes, e.g. "de-en".
+        data_dir: the TFDS data directory (default: TFDS' own, ``~/tensorflow_datasets``).
+        max_examples: read at most this many examples (in the stored order).
+
+    Raises:
+        ImportError: if tensorflow-datasets is not installed.
+        ValueError: if the data set lacks one of the two languages.
+    """
+    return list(open_tfds_translation(name, split, direction, data_dir, max_examples))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -50,14 +50,23 @@ class TrainingData:
 
     `make_dataset(epoch)` gives that epoch's `(inputs, labels)` batches;
     `carry_state` and `clip_norm` go to the `Trainer`; `info` joins the run's
-    results.
+    results. `too_long`: the number of pairs dropped as too long, or the
+    function that counts them, called once on the first read of
+    `dropped_too_long` (a streamed corpus is counted after training, so its
+    counting pass does not delay the first step).
     """
 
     make_dataset: Callable
-    dropped_too_long: int
+    too_long: int | Callable[[], int]
     info: dict = dataclasses.field(default_factory=dict)
     carry_state: bool = False
     clip_norm: float | None = None
+
+    @property
+    def dropped_too_long(self) -> int:
+        if callable(self.too_long):
+            self.too_long = self.too_long()
+        return self.too_long
 
 
 class ZooModel(keras.Model):
@@ -183,9 +192,11 @@ class ZooModel(keras.Model):
                       work_dir, aligned_batching=False, fixed_shapes=False):
         """Prepares the training `pairs` of a recipe run; returns `TrainingData`.
 
-        Default: token-budget batches of `data.make_dataset`, pairs longer
-        than `training_length_limit(max_length)` pieces dropped, reshuffled
-        per epoch with `seed + epoch`. `aligned_batching` needs a model with
+        Default: token-budget batches of `data.training_stream` (`pairs`: a
+        list, or a streaming source such as `data.open_parallel_files(...)`),
+        pairs longer than `training_length_limit(max_length)` pieces dropped
+        (counted by `data.pipeline_stats`: a list now, a streamed corpus after
+        training), reshuffled per epoch with `seed + epoch`. `aligned_batching` needs a model with
         a carried training state (refused here). `work_dir` is where a model
         may cache what its data needs. `fixed_shapes`: a few batch shapes,
         for an XLA-compiled step (`make_dataset(..., fixed_shapes=True)`).
@@ -197,24 +208,31 @@ class ZooModel(keras.Model):
             raise ValueError(f"Aligned batching needs a model that carries a training "
                              f"state (initial_training_state); {self.name} has none.")
         limit = self.training_length_limit(max_length)
-        _, stats = zoo_data.make_dataset(pairs, tokenizer, batch_tokens=batch_tokens,
-                                         max_length=limit, seed=seed)
+        options = dict(batch_tokens=batch_tokens, max_length=limit, fixed_shapes=fixed_shapes)
         note = "" if limit == max_length else " (the model's max_length)"
-        if not stats.kept:
+        # A first batch, unshuffled: a few chunks in (the whole corpus only when no pair fits).
+        first = zoo_data.training_stream(pairs, tokenizer, shuffle=False, **options).take(1)
+        if not list(zoo_data.without_autotune_thread(first)):
             # Trainer would wait forever for a first batch of an empty epoch.
             raise ValueError(f"No training pair has at most {limit} pieces{note} on "
                              "each side.")
-        print(f"pipeline: {stats.kept} pairs kept, {stats.dropped_too_long} dropped as "
-              f"longer than {limit} pieces{note}; {stats.target_tokens} target tokens "
-              "per epoch")
+
+        def count_dropped():
+            stats = zoo_data.pipeline_stats(pairs, tokenizer, **options)
+            empty = (f", {stats.dropped_empty} with an empty side" if stats.dropped_empty
+                     else "")
+            print(f"pipeline: {stats.kept} pairs kept, {stats.dropped_too_long} dropped as "
+                  f"longer than {limit} pieces{note}{empty}; {stats.target_tokens} target "
+                  "tokens per epoch")
+            return stats.dropped_too_long
 
         def make_dataset(epoch):
-            dataset, _ = zoo_data.make_dataset(pairs, tokenizer, batch_tokens=batch_tokens,
-                                               max_length=limit, seed=seed + epoch,
-                                               fixed_shapes=fixed_shapes)
-            return dataset
+            return zoo_data.training_stream(pairs, tokenizer, seed=seed + epoch, **options)
 
-        return TrainingData(make_dataset, stats.dropped_too_long)
+        # A list is counted now (Ding: about a second); a streamed corpus (a pass as long
+        # as an epoch's tokenizing) when its count is first read, after training.
+        return TrainingData(make_dataset,
+                            count_dropped() if isinstance(pairs, list) else count_dropped)
 
     def initial_training_state(self, batch_size):
         """The state a `Trainer` with `carry_state` starts each epoch from; None: none."""
