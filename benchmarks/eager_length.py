@@ -68,7 +68,7 @@ def main(argv=None):
 
     from keras_attn_zoo import data as zoo_data
     from keras_attn_zoo.data.vocabulary import load_tokenizer
-    from keras_attn_zoo.decoding.eager_processor import choose_source_padding_injection
+    from keras_attn_zoo.export.source_padding import choose_source_padding_injection
     from keras_attn_zoo.models.eager.preprocessing import make_eager_id_pairs
     from keras_attn_zoo.models.eager.probe import source_use_probe
 

@@ -16,7 +16,7 @@ import pytest
 from keras_attn_zoo.data.vocabulary import load_tokenizer
 from keras_attn_zoo.data.vocabulary import train_sentencepiece
 from keras_attn_zoo.data.vocabulary import vocabulary_size
-from keras_attn_zoo.decoding.eager_processor import choose_source_padding_injection
+from keras_attn_zoo.export.source_padding import choose_source_padding_injection
 from keras_attn_zoo.export import Translator
 from keras_attn_zoo.models.eager import eager_translator
 from keras_attn_zoo.models.eager import eager_vocabulary_size
