@@ -289,17 +289,23 @@ def check_training_flag(case):
 
 
 def run_layer_test(case, tmp_path):
+    """Runs every check that applies to `case` (each asserts); returns their names."""
     check_config_round_trip(case)
     check_keras_file_round_trip(case, tmp_path / "layer.keras")
     check_mixed_precision(case)
+    checks = ["config", "keras_file", "mixed_precision"]
     if case.padded is not None:
         check_masking(case)
+        checks.append("masking")
     check_training_flag(case)
+    return checks + ["training_flag"]
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_layer(name, tmp_path):
-    run_layer_test(CASES[name], tmp_path)
+    checks = run_layer_test(CASES[name], tmp_path)
+    assert {"config", "keras_file", "mixed_precision", "training_flag"} <= set(checks)
+    assert ("masking" in checks) == (CASES[name].padded is not None)
 
 
 def _public_layers():
