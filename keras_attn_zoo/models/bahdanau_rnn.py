@@ -76,6 +76,7 @@ import keras
 from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
+from keras_attn_zoo.layers.projected_recurrent import ProjectedGRU
 from keras_attn_zoo.layers.rnnsearch_decoder import RNNSearchDecoder
 from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset
@@ -249,8 +250,8 @@ class BahdanauRNN(ZooModel):
                 vocabulary_size, embedding_dim, name="source_embedding")
         source_dropout = keras.layers.Dropout(dropout, seed=seed, name="source_dropout")
         encoder = keras.layers.Bidirectional(
-            keras.layers.GRU(hidden_dim, return_sequences=True, reset_after=reset_after,
-                             name="gru"),  # weights named "forward_gru/...": not by process history
+            ProjectedGRU(hidden_dim, return_sequences=True, reset_after=reset_after,
+                         name="gru"),  # weights named "forward_gru/...": not by process history
             merge_mode="concat", name="encoder",
         )
 
