@@ -48,9 +48,11 @@ import json
 import os
 import pathlib
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
+import time
 
 import common
 
@@ -87,8 +89,10 @@ def parse_args(argv=None):
         args.vocab_size, args.batches, args.steps = 64, 2, 1
         args.repeats, args.warmup = 2, 1
         args.data = "synthetic"
-        # The alternation path, checked on this checkout against itself.
+        args.models = "bahdanau_rnn,eager_translator"
+        # The alternation and profile paths, on this checkout against itself.
         args.baseline_tree = args.baseline_tree or str(REPO)
+        args.profile = True
     args.models = common.str_list(args.models)
     unknown = sorted(set(args.models) - set(MODELS))
     if unknown:
@@ -131,10 +135,10 @@ class Worker:
         stats = train_throughput.batch_statistics(self.batches)
         self.steps = spec["steps"]
         self.info = {"keras_attn_zoo": str(pathlib.Path(keras_attn_zoo.__file__).parent),
-                     "pid": os.getpid(), "batches": stats,
-                     "matmul_gflops_start": common.matmul_rate(
-                         "float32", size=spec["matmul_size"])["gflops"],
-                     "models": {}}
+                     "pid": os.getpid(), "batches": stats, "models": {}}
+        rate = matmul_rates(spec["matmul_size"])
+        self.info["matmul_gflops_start"] = rate["gflops"]
+        self.info["matmul_gflop_per_cpu_s_start"] = rate["gflop_per_cpu_s"]
         self.steppers, self.train_steps = {}, {}
         for name in spec["models"]:
             seed_everything(0)
@@ -156,14 +160,31 @@ class Worker:
 
     def handle(self, command):
         if command["do"] == "time":
+            cpu_started = time.process_time()
             seconds, _ = common._timed_once(self.steppers[command["model"]])
-            return {"seconds": seconds}
+            return {"seconds": seconds, "cpu_seconds": time.process_time() - cpu_started}
         if command["do"] == "matmul":
-            return {"gflops": common.matmul_rate("float32", size=command["size"])["gflops"]}
+            return matmul_rates(command["size"])
         if command["do"] == "profile":
             return profile_step(self.train_steps[command["model"]], self.batches[0],
                                 command["logdir"])
         raise ValueError(f"unknown command {command!r}")
+
+
+def matmul_rates(size, repeats=5):
+    """``common.matmul_rate`` (GFLOP/s of wall time) and GFLOP per CPU second.
+
+    On a machine shared with other jobs the wall rate falls with this process's
+    share of the cores; FLOPs per second of this process's CPU time do not, so
+    the training steps' FLOPs per CPU second over it is an MFU that the load
+    moves less. (CPU time covers ``matmul_rate``'s warm-up call too: a lower
+    bound of the rate.)
+    """
+    started = time.process_time()
+    rate = common.matmul_rate("float32", size=size, repeats=repeats)
+    cpu_seconds = time.process_time() - started
+    flops = (repeats + 1) * 8 * 2.0 * size ** 3  # matmul_rate's calls, warm-up included
+    return {"gflops": rate["gflops"], "gflop_per_cpu_s": flops / cpu_seconds / 1e9}
 
 
 def worker_main(spec_json):
@@ -208,27 +229,32 @@ class WorkerProcess:
 
 # ---- profile of one step -----------------------------------------------------------------
 
-# (pattern on the op name, part); the first match wins.
+# (pattern on the op name, part); the first match wins. Inside a recurrent loop
+# an op matched by none of the earlier patterns is the recurrent cell's step
+# (Keras names its ops gru_cell / lstm_cell; the zoo's projected loops do not).
 PARTS = [
     (r"(^|/)adam/|AssignVariableOp|AssignSubVariableOp|AssignAddVariableOp", "optimizer"),
     (r"encoder", "encoder"),
-    (r"attention", "attention"),
-    (r"(gru|lstm)_cell", "recurrent cell"),
-    (r"logits|shared_embedding_?\d*/(MatMul|BiasAdd|transpose|Reshape)", "output projection"),
-    (r"SoftmaxCrossEntropy|ReduceLogSumExp|^gradient_tape/(BroadcastTo|Sum|Mul|Neg)|"
+    (r"attention|key_projection|query_projection", "attention"),
+    # x W + b of all steps before the loop (layers.projected_recurrent).
+    (r"(lstm_\d+\w*|decoder\w*)/(Tensordot|MatMul)", "input projection"),
+    (r"(gru|lstm)_cell|/while/|while_grad", "recurrent cell"),
+    (r"logits|shared_embedding_?\d*/(MatMul|BiasAdd|transpose|Reshape|Tensordot)",
+     "output projection"),
+    (r"SoftmaxCrossEntropy|ReduceLogSumExp|token_loss|^gradient_tape/(BroadcastTo|Sum|Mul|Neg)|"
      r"^(Equal|BitwiseAnd|Less|SelectV2|Sum|Mul|Cast|truediv|Maximum)", "loss"),
     (r"embedding", "embedding"),
     (r"dropout", "dropout"),
-    (r"TensorList|TensorArray|transpose|concat|Slice|ReverseV2|zeros", "loop plumbing"),
+    (r"transpose|concat|Slice|ReverseV2|zeros", "reshaping"),
 ]
-
-
 # Ops whose duration holds other ops' (function calls, loops, conditionals).
 CONTAINER_OPS = {"While", "StatelessWhile", "PartitionedCall", "StatefulPartitionedCall",
                  "If", "StatelessIf", "Case", "StatelessCase"}
 
 
-def op_part(name):
+def op_part(name, op_type):
+    if op_type.startswith("TensorList") or "TensorArray" in op_type:
+        return "loop plumbing"
     for pattern, part in PARTS:
         if re.search(pattern, name):
             return part
@@ -275,10 +301,11 @@ def profile_step(train_on_batch, batch, logdir):
                 if op_type in CONTAINER_OPS:
                     continue  # their ops are counted one by one
                 seconds = event.duration_ps / 1e12
-                phase = ("optimizer" if op_part(op_name) == "optimizer" else
+                part = op_part(op_name, op_type)
+                phase = ("optimizer" if part == "optimizer" else
                          "backward" if op_name.startswith("gradient_tape/") else "forward")
                 in_loop = "/while" in op_name
-                groups[(phase, op_part(op_name), in_loop)] += seconds
+                groups[(phase, part, in_loop)] += seconds
                 counts[(phase, in_loop)] += 1
                 by_type[op_type] += seconds
                 # One name per op of the loop body, not per iteration's id.
@@ -303,6 +330,26 @@ def profile_step(train_on_batch, batch, logdir):
 
 # ---- the parent -----------------------------------------------------------------------
 
+def trim_padding(batches):
+    """The batches cut after their last column holding a token in any of them.
+
+    ``ding_batches`` pads one bucket's batches to ``--length``; the recipe's
+    batches end at their bucket's longest pair, and a recurrent step's cost
+    grows with every padded column, so the benchmark cuts the extra ones
+    (one shape for all batches still).
+    """
+    import numpy as np
+
+    last = 1
+    for inputs, labels in batches:
+        for ids in (inputs["source_ids"], inputs["target_ids"], labels):
+            columns = np.flatnonzero(np.asarray(ids).any(axis=0))
+            if columns.size:
+                last = max(last, int(columns[-1]) + 1)
+    return [({k: v[:, :last] for k, v in inputs.items()}, labels[:, :last])
+            for inputs, labels in batches]
+
+
 def make_batches_file(args, directory):
     """The batches every worker trains on, as ``batches.npz``; returns (path, vocab size)."""
     import numpy as np
@@ -317,7 +364,7 @@ def make_batches_file(args, directory):
         batches = train_throughput.synthetic_batches(
             args.batches, max(1, args.batch_tokens // args.length), args.length,
             args.min_length, vocab_size)
-    batches = train_throughput.equal_length_batches(batches)
+    batches = trim_padding(train_throughput.equal_length_batches(batches))
     arrays = {}
     for index, (inputs, labels) in enumerate(batches):
         arrays[f"source_{index}"] = inputs["source_ids"].numpy()
@@ -351,19 +398,22 @@ def run(args):
                               for m, v in info["models"].items()), flush=True)
             workers[label].info = info
         times = {(label, model): [] for label in trees for model in args.models}
+        cpu_times = {key: [] for key in times}
         loads = []
         labels = list(trees)
         for round_index in range(max(args.repeats, 1)):
             order = labels if round_index % 2 == 0 else labels[::-1]
             for model in args.models:
                 for label in order:
-                    times[(label, model)].append(
-                        workers[label].ask(do="time", model=model)["seconds"])
+                    timed = workers[label].ask(do="time", model=model)
+                    times[(label, model)].append(timed["seconds"])
+                    cpu_times[(label, model)].append(timed["cpu_seconds"])
             loads.append(common.load_average())
             print(f"round {round_index + 1}/{args.repeats}: load {loads[-1]}", flush=True)
         for label, worker in workers.items():
-            worker.info["matmul_gflops_end"] = worker.ask(
-                do="matmul", size=spec["matmul_size"])["gflops"]
+            rate = worker.ask(do="matmul", size=spec["matmul_size"])
+            worker.info["matmul_gflops_end"] = rate["gflops"]
+            worker.info["matmul_gflop_per_cpu_s_end"] = rate["gflop_per_cpu_s"]
         profiles = {}
         if args.profile:
             for label, worker in workers.items():
@@ -374,21 +424,30 @@ def run(args):
     finally:
         for worker in workers.values():
             worker.close()
-    return summarize(args, workers, times, loads, profiles), run_info
+    return summarize(args, workers, times, cpu_times, loads, profiles), run_info
 
 
-def summarize(args, workers, times, loads, profiles):
+def summarize(args, workers, times, cpu_times, loads, profiles):
     rows = []
     for (label, model), seconds in times.items():
         info = workers[label].info
         timing = common.Timing(seconds)
         step_seconds = timing.median / args.steps
+        step_cpu_seconds = statistics.median(cpu_times[(label, model)]) / args.steps
         matmul = (info["matmul_gflops_start"] + info["matmul_gflops_end"]) / 2
+        matmul_cpu = (info["matmul_gflop_per_cpu_s_start"]
+                      + info["matmul_gflop_per_cpu_s_end"]) / 2
         flops = info["models"][model]["train_gflop_per_step"] * 1e9
         rows.append({
             "tree": label, "model": model, "step_seconds": step_seconds,
             "tokens_per_s": info["batches"]["mean_target_tokens"] / step_seconds,
             "spread": timing.spread, "times": seconds,
+            # CPU seconds of the worker's threads: on a loaded machine less
+            # dependent on its share of the cores than wall time.
+            "step_cpu_seconds": step_cpu_seconds,
+            "tokens_per_cpu_s": info["batches"]["mean_target_tokens"] / step_cpu_seconds,
+            "cpu_times": cpu_times[(label, model)],
+            "cpu_mfu": flops / step_cpu_seconds / (matmul_cpu * 1e9),
             "mfu": flops / step_seconds / (matmul * 1e9),
             **info["models"][model]})
     comparison = []
@@ -396,21 +455,27 @@ def summarize(args, workers, times, loads, profiles):
         for model in args.models:
             this, base = (next(r for r in rows if r["tree"] == t and r["model"] == model)
                           for t in ("this", "baseline"))
+            ratios = [b / t for t, b in zip(this["times"], base["times"])]
             comparison.append({
                 "model": model, "this_tokens_per_s": this["tokens_per_s"],
                 "baseline_tokens_per_s": base["tokens_per_s"],
                 "this_over_baseline": base["step_seconds"] / this["step_seconds"],
                 # Per round: the pairs timed next to each other.
-                "round_ratios": [b / t for t, b in zip(this["times"], base["times"])],
+                "round_ratios": ratios,
+                "median_round_ratio": statistics.median(ratios),
+                "this_over_baseline_cpu": base["step_cpu_seconds"] / this["step_cpu_seconds"],
                 "eval_loss_difference": abs(this["eval_loss_batch0"]
                                             - base["eval_loss_batch0"]),
                 "first_step_loss_difference": abs(this["first_step_loss"]
                                                   - base["first_step_loss"]),
             })
+    batches = dict(workers["this"].info["batches"])
+    batches["label_padding_share"] = 1 - batches["mean_target_tokens"] / (
+        batches["batch_size"] * batches["target_length"])
     return {
         "data": args.data, "preset": args.preset, "batch_tokens": args.batch_tokens,
         "steps_per_call": args.steps, "repeats": args.repeats,
-        "batches": workers["this"].info["batches"],
+        "batches": batches,
         "trees": {label: {k: v for k, v in worker.info.items() if k != "models"}
                   for label, worker in workers.items()},
         "load_average_per_round": loads, "rows": rows, "comparison": comparison,
@@ -421,11 +486,14 @@ def summarize(args, workers, times, loads, profiles):
 COLUMNS = [
     ("tree", "tree", ""), ("model", "model", ""), ("step_seconds", "s/step", ".3f"),
     ("tokens_per_s", "tgt tok/s", ".0f"), ("mfu", "MFU", ".1%"), ("spread", "spread", ".2f"),
+    ("tokens_per_cpu_s", "tok/CPU s", ".0f"), ("cpu_mfu", "CPU MFU", ".1%"),
     ("eval_loss_batch0", "loss b0", ".6f"),
 ]
 COMPARISON_COLUMNS = [
     ("model", "model", ""), ("baseline_tokens_per_s", "baseline tok/s", ".0f"),
     ("this_tokens_per_s", "this tok/s", ".0f"), ("this_over_baseline", "this/base", ".2f"),
+    ("median_round_ratio", "median of rounds", ".2f"),
+    ("this_over_baseline_cpu", "this/base CPU s", ".2f"),
     ("eval_loss_difference", "|Δ loss b0|", ".2e"),
     ("first_step_loss_difference", "|Δ step-1 loss|", ".2e"),
 ]
@@ -434,7 +502,10 @@ COMPARISON_COLUMNS = [
 def print_results(results, file=None):
     for label, tree in results["trees"].items():
         print(f"{label}: {tree['keras_attn_zoo']}; matmul {tree['matmul_gflops_start']:.0f}"
-              f" -> {tree['matmul_gflops_end']:.0f} GFLOP/s", file=file or sys.stdout)
+              f" -> {tree['matmul_gflops_end']:.0f} GFLOP/s, "
+              f"{tree['matmul_gflop_per_cpu_s_start']:.0f} -> "
+              f"{tree['matmul_gflop_per_cpu_s_end']:.0f} GFLOP per CPU s",
+              file=file or sys.stdout)
     print(f"batches {results['batches']}; load per round "
           f"{results['load_average_per_round']}", file=file or sys.stdout)
     common.print_table(results["rows"], COLUMNS, "\nTrainer.train_on_batch, float32:",
