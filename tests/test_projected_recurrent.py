@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 import tensorflow as tf
 
-from keras_attn_zoo.layers.projected_recurrent import ProjectedGRU
-from keras_attn_zoo.layers.projected_recurrent import ProjectedLSTM
+from keras_attn_zoo.layers import ProjectedGRU
+from keras_attn_zoo.layers import ProjectedLSTM
 
 
 def _pair(projected_class, keras_class, **options):
@@ -103,3 +103,23 @@ def test_the_input_projection_runs_once_for_all_steps(layer_class, keras_class):
 
     assert len(projections_of_all_steps(layer_class(4, return_sequences=True))) == 1
     assert not projections_of_all_steps(keras_class(4, return_sequences=True))
+
+
+@pytest.mark.parametrize("layer_class,keras_class", [(ProjectedGRU, keras.layers.GRU),
+                                                     (ProjectedLSTM, keras.layers.LSTM)])
+def test_weights_saved_with_keras_layers_load_into_ours(layer_class, keras_class, tmp_path):
+    """Models saved before the swap (issue 36) keep loading: a `.keras` weights file
+    addresses a model's layers by class name, and the eager translator's LSTMs sit
+    directly in its layer list."""
+    x, _ = _inputs()
+
+    def model(recurrent_class):
+        inputs = keras.Input((None, 4))
+        return keras.Model(inputs, recurrent_class(6, return_sequences=True)(inputs))
+
+    saved = model(keras_class)
+    saved.save_weights(tmp_path / "saved.weights.h5")
+    loaded = model(layer_class)
+    loaded.load_weights(tmp_path / "saved.weights.h5")
+    np.testing.assert_allclose(np.asarray(loaded(x)), np.asarray(saved(x)), rtol=1e-5,
+                               atol=1e-6)

@@ -146,7 +146,7 @@ class BahdanauAttention(keras.layers.Layer):
         # step on CPU the einsum's gradient cost 4% more CPU time (issue 36).
         memory = ops.cast(memory, "float32")
         if single_step:
-            context = ops.matmul(weights[:, None, :], memory)[:, 0, :]
+            context = ops.squeeze(ops.matmul(weights[:, None, :], memory), axis=1)
         else:
             context = ops.matmul(weights, memory)
         return ops.cast(context, self.compute_dtype), weights

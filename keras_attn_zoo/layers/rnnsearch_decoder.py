@@ -8,8 +8,8 @@ from keras import ops
 
 from keras_attn_zoo.layers.bahdanau_attention import BahdanauAttention
 from keras_attn_zoo.layers.maxout import Maxout
-from keras_attn_zoo.layers.projected_recurrent import gru_biases
-from keras_attn_zoo.layers.projected_recurrent import gru_update
+from keras_attn_zoo.layers.projected_gru import gru_biases
+from keras_attn_zoo.layers.projected_gru import gru_update
 
 OUTPUT_KINDS = ("maxout", "dense")
 

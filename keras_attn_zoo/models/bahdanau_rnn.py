@@ -76,7 +76,7 @@ import keras
 from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
-from keras_attn_zoo.layers.projected_recurrent import ProjectedGRU
+from keras_attn_zoo.layers.projected_gru import ProjectedGRU
 from keras_attn_zoo.layers.rnnsearch_decoder import RNNSearchDecoder
 from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset

@@ -56,7 +56,7 @@ from keras import ops
 
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from keras_attn_zoo.layers.eager_embedding import EagerEmbedding
-from keras_attn_zoo.layers.projected_recurrent import ProjectedLSTM
+from keras_attn_zoo.layers.projected_lstm import ProjectedLSTM
 from keras_attn_zoo.models.eager.processor import DEFAULT_EPSILON_LIMIT
 from keras_attn_zoo.models.eager.processor import DEFAULT_SOURCE_PADDING_INJECTION
 from keras_attn_zoo.models.eager.processor import INJECTION_ENDS
