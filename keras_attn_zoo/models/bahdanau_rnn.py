@@ -26,7 +26,12 @@ The math (i = target position, j = source position, H = `hidden_dim`):
 
 Teacher forcing runs the recurrence with `keras.ops.scan` (Keras 3's
 `keras.layers.RNN` has no `constants`): one step is "attend with `s_{i-1}`,
-then GRU", the same Python function `decode_step` runs, so the two agree.
+then GRU", the same Python function `decode_step` runs, so the two agree. For
+speed (issue 36) the teacher-forced pass computes the GRU's input projection
+of the embeddings, `E y_{i-1} W_E + b`, for all positions before the loop and
+adds `c_i W_c` inside it, where a decoding step multiplies `[E y_{i-1}; c_i]`
+by `W` at once: the same sum, in another order. The encoder's GRUs
+(`layers.ProjectedGRU`) likewise project all source embeddings at once.
 
 Scheduled sampling (the seed study's "teacher forcing ratio", Bengio et al.
 2015): with `teacher_forcing_ratio=p < 1` (or a `teacher_forcing_decay`), in
