@@ -262,3 +262,29 @@ def test_epoch_stalls_finds_the_stalled_window_of_a_run(tmp_path):
     assert row["lost_seconds"] == pytest.approx(75.0)
     assert row["lost_share"] == pytest.approx(0.25)
     assert row["windows_seconds_sum"] == pytest.approx(total)
+
+
+@pytest.mark.benchmark_smoke
+def test_rnn_throughput_smoke(smokes):
+    """This checkout against itself in two workers: the same losses, alternated timings,
+    a profile of each model's step."""
+    stdout, results = run_smoke(smokes, "rnn_throughput")
+    assert {(row["tree"], row["model"]) for row in results["rows"]} == {
+        (tree, model) for tree in ("this", "baseline")
+        for model in ("bahdanau_rnn", "eager_translator")}
+    assert all(row["tokens_per_s"] > 0 and row["cpu_mfu"] > 0 for row in results["rows"])
+    assert {tree["keras_attn_zoo"] for tree in results["trees"].values()} == {
+        str(REPO / "keras_attn_zoo")}
+    for comparison in results["comparison"]:
+        # Same code, same seed: the same weights and losses in both processes.
+        assert comparison["eval_loss_difference"] == 0.0
+        assert comparison["first_step_loss_difference"] == 0.0
+        assert len(comparison["round_ratios"]) == results["repeats"]
+    [profile_path] = (smokes[0] / "rnn_throughput").glob("rnn_profile-*-smoke.json")
+    profiles = json.loads(profile_path.read_text())["profiles"]
+    assert set(profiles) == {"this/bahdanau_rnn", "this/eager_translator",
+                             "baseline/bahdanau_rnn", "baseline/eager_translator"}
+    for profile in profiles.values():
+        parts = {(row["phase"], row["part"]) for row in profile["by_part"]}
+        assert ("backward", "recurrent cell") in parts and profile["kernel_seconds"] > 0
+    assert "this/base" in stdout

@@ -160,6 +160,16 @@ CASES = {
     "EagerEmbedding": Case(
         lambda dtype=None: zoo_layers.EagerEmbedding(20, D, dropout=0.5, dtype=dtype),
         (_ids(B, T),)),
+    # Dropout makes them run Keras' loop in training; inference, masking and
+    # mixed precision go through the projected one.
+    "ProjectedGRU": Case(
+        lambda dtype=None: zoo_layers.ProjectedGRU(6, dropout=0.5, return_sequences=True,
+                                                   dtype=dtype),
+        (_floats(B, T, D),), {"mask": _mask(B, T)}, padded=("arg0", "mask")),
+    "ProjectedLSTM": Case(
+        lambda dtype=None: zoo_layers.ProjectedLSTM(6, dropout=0.5, return_sequences=True,
+                                                    dtype=dtype),
+        (_floats(B, T, D),), {"mask": _mask(B, T)}, padded=("arg0", "mask")),
     "Maxout": Case(
         lambda dtype=None: zoo_layers.Maxout(4, dtype=dtype), (_floats(B, T, D),),
         has_dropout=False),

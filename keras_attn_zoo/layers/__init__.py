@@ -16,6 +16,8 @@ from keras_attn_zoo.layers.heads_projection import HeadsProjection
 from keras_attn_zoo.layers.layer_drop import LayerDrop
 from keras_attn_zoo.layers.maxout import Maxout
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
+from keras_attn_zoo.layers.projected_gru import ProjectedGRU
+from keras_attn_zoo.layers.projected_lstm import ProjectedLSTM
 from keras_attn_zoo.layers.random_synthesizer_attention import RandomSynthesizerAttention
 from keras_attn_zoo.layers.recurrent_attention import RecurrentAttention
 from keras_attn_zoo.layers.recurrent_attention_matrices import RecurrentAttentionMatrices

@@ -142,10 +142,13 @@ class BahdanauAttention(keras.layers.Layer):
             if not single_step:
                 mask = mask[:, None, :]
         weights = masked_softmax(scores, mask)
+        # A batched matmul, not einsum("bs,bsd->bd"): in RNNsearch's training
+        # step on CPU the einsum's gradient cost 4% more CPU time (issue 36).
+        memory = ops.cast(memory, "float32")
         if single_step:
-            context = ops.einsum("bs,bsd->bd", weights, ops.cast(memory, "float32"))
+            context = ops.squeeze(ops.matmul(weights[:, None, :], memory), axis=1)
         else:
-            context = ops.einsum("bts,bsd->btd", weights, ops.cast(memory, "float32"))
+            context = ops.matmul(weights, memory)
         return ops.cast(context, self.compute_dtype), weights
 
     def compute_output_spec(self, query, memory, memory_mask=None, keys=None,

@@ -8,6 +8,8 @@ from keras import ops
 
 from keras_attn_zoo.layers.bahdanau_attention import BahdanauAttention
 from keras_attn_zoo.layers.maxout import Maxout
+from keras_attn_zoo.layers.projected_gru import gru_biases
+from keras_attn_zoo.layers.projected_gru import gru_update
 
 OUTPUT_KINDS = ("maxout", "dense")
 
@@ -139,14 +141,49 @@ class RNNSearchDecoder(keras.layers.Layer):
             "attention": ops.zeros_like(ops.cast(memory_mask, "float32")),
         }
 
-    def _recurrence(self, embedded_previous, hidden, memory, keys, memory_mask,
-                    training=None):
-        """Attend with `s_{i-1}`, then `s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])`."""
-        context, weights = self.attention(hidden, memory, memory_mask=memory_mask, keys=keys)
-        cell_input = ops.concatenate(
-            [embedded_previous, ops.cast(context, embedded_previous.dtype)], axis=-1)
-        new_hidden, _ = self.cell(cell_input, [hidden], training=training)
-        return new_hidden, context, weights
+    def _recurrent_weights(self):
+        """The GRU's recurrent kernel slices and biases, taken once per pass.
+
+        Slicing a variable inside the loop would make its gradient a full-size
+        `StridedSliceGrad` per step (see `layers.projected_recurrent`).
+        """
+        units = self.hidden_dim
+        input_bias, recurrent_bias = gru_biases(self.cell)
+        recurrent_kernel = self.cell.recurrent_kernel
+        candidate_kernel = None
+        if not self.reset_after:
+            recurrent_kernel = self.cell.recurrent_kernel[:, :2 * units]
+            candidate_kernel = self.cell.recurrent_kernel[:, 2 * units:]
+        return {"input_bias": input_bias, "recurrent_bias": recurrent_bias,
+                "recurrent_kernel": recurrent_kernel, "candidate_kernel": candidate_kernel}
+
+    def _recurrence(self, project_input, hidden, memory, keys, memory_mask, gru_weights):
+        """Attend with `s_{i-1}`, then `s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])`.
+
+        `project_input(c_i)` returns the GRU's input projection
+        `[E y_{i-1}; c_i] W + b`: the teacher-forced pass has `E y W_E + b` of
+        every position from before its loop and adds `c_i W_c` here; a single
+        step multiplies the concatenation. `gru_weights` is `_recurrent_weights()`.
+        """
+        context, attention = self.attention(hidden, memory, memory_mask=memory_mask,
+                                            keys=keys)
+        projected_input = project_input(ops.cast(context, self.compute_dtype))
+        recurrent = ops.matmul(hidden, gru_weights["recurrent_kernel"])
+        if gru_weights["recurrent_bias"] is not None:
+            recurrent = recurrent + gru_weights["recurrent_bias"]
+        new_hidden = gru_update(self.cell, projected_input, hidden, recurrent,
+                                gru_weights["candidate_kernel"])
+        return new_hidden, context, attention
+
+    def _whole_input_projection(self, embedded, gru_weights):
+        """`project_input` of one step from its embedded previous token."""
+        def project_input(context):
+            projected = ops.matmul(ops.concatenate([embedded, context], axis=-1),
+                                   self.cell.kernel)
+            if gru_weights["input_bias"] is not None:
+                projected = projected + gru_weights["input_bias"]
+            return projected
+        return project_input
 
     def _readout(self, hidden, context, embedded_previous, training=None,
                  dropout_mask=None):
@@ -163,13 +200,14 @@ class RNNSearchDecoder(keras.layers.Layer):
     def step(self, token, state):
         """One position: `token` int `[B]` -> (float32 logits `[B, V]`, new state)."""
         embedded = self.embedding(ops.cast(token, "int32"))
-        hidden, context, weights = self._recurrence(
-            embedded, state["hidden"], state["memory"], state["keys"],
-            state["memory_mask"])
+        gru_weights = self._recurrent_weights()
+        hidden, context, attention = self._recurrence(
+            self._whole_input_projection(embedded, gru_weights), state["hidden"],
+            state["memory"], state["keys"], state["memory_mask"], gru_weights)
         logits = self._readout(hidden, context, embedded)
         new_state = dict(state)
         new_state["hidden"] = hidden
-        new_state["attention"] = weights
+        new_state["attention"] = attention
         return logits, new_state
 
     # ---- teacher forcing -------------------------------------------------------
@@ -196,20 +234,30 @@ class RNNSearchDecoder(keras.layers.Layer):
     def _teacher_forced_pass(self, target_ids, state, training):
         embedded = self.embedding_dropout(self.embedding(target_ids), training=training)
         memory, keys, mask = state["memory"], state["keys"], state["memory_mask"]
+        gru_weights = self._recurrent_weights()
+        # E y_{i-1} W_E + b for every position in one matmul, before the loop
+        # (time-major, as the loop reads it); the loop adds c_i W_c.
+        embedded_kernel = self.cell.kernel[:self.embedding_dim]
+        context_kernel = self.cell.kernel[self.embedding_dim:]
+        projected_embedded = ops.matmul(ops.transpose(embedded, (1, 0, 2)), embedded_kernel)
+        if gru_weights["input_bias"] is not None:
+            projected_embedded = projected_embedded + gru_weights["input_bias"]
 
-        def body(carry, embedded_previous):
-            hidden, context, weights = self._recurrence(
-                embedded_previous, carry["hidden"], memory, keys, mask, training)
-            new = {"hidden": hidden, "context": context, "attention": weights}
+        def body(carry, projected_embedded_previous):
+            def project_input(context):
+                return projected_embedded_previous + ops.matmul(context, context_kernel)
+
+            hidden, context, attention = self._recurrence(
+                project_input, carry["hidden"], memory, keys, mask, gru_weights)
+            new = {"hidden": hidden, "context": context, "attention": attention}
             return new, new
 
-        _, outputs = ops.scan(
-            body, self._initial_carry(state), ops.transpose(embedded, (1, 0, 2)))
+        _, outputs = ops.scan(body, self._initial_carry(state), projected_embedded)
         hidden = ops.transpose(outputs["hidden"], (1, 0, 2))
         context = ops.transpose(outputs["context"], (1, 0, 2))
-        weights = ops.transpose(outputs["attention"], (1, 0, 2))
+        attention = ops.transpose(outputs["attention"], (1, 0, 2))
         logits = self._readout(hidden, context, embedded, training=training)
-        return logits, weights
+        return logits, attention
 
     def _sampled_pass(self, target_ids, state):
         """Scheduled sampling: position i >= 1 reads y_{i-1} with probability p."""
@@ -232,6 +280,8 @@ class RNNSearchDecoder(keras.layers.Layer):
             masks["readout"] = keras.random.dropout(
                 ones, self.dropout, seed=self.seed_generator)
 
+        gru_weights = self._recurrent_weights()
+
         def body(carry, position):
             predicted = ops.cast(ops.argmax(carry["logits"], axis=-1), "int32")
             gold = ops.take(fed_gold, position, axis=0)
@@ -242,11 +292,12 @@ class RNNSearchDecoder(keras.layers.Layer):
             readout_mask = None
             if "readout" in masks:
                 readout_mask = ops.take(masks["readout"], position, axis=0)
-            hidden, context, weights = self._recurrence(
-                embedded, carry["hidden"], memory, keys, mask, True)
+            hidden, context, attention = self._recurrence(
+                self._whole_input_projection(embedded, gru_weights), carry["hidden"], memory,
+                keys, mask, gru_weights)
             logits = self._readout(hidden, context, embedded, training=True,
                                    dropout_mask=readout_mask)
-            new = {"hidden": hidden, "context": context, "attention": weights,
+            new = {"hidden": hidden, "context": context, "attention": attention,
                    "logits": logits}
             return new, new
 

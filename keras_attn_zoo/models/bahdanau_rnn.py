@@ -26,7 +26,12 @@ The math (i = target position, j = source position, H = `hidden_dim`):
 
 Teacher forcing runs the recurrence with `keras.ops.scan` (Keras 3's
 `keras.layers.RNN` has no `constants`): one step is "attend with `s_{i-1}`,
-then GRU", the same Python function `decode_step` runs, so the two agree.
+then GRU", the same Python function `decode_step` runs, so the two agree. For
+speed (issue 36) the teacher-forced pass computes the GRU's input projection
+of the embeddings, `E y_{i-1} W_E + b`, for all positions before the loop and
+adds `c_i W_c` inside it, where a decoding step multiplies `[E y_{i-1}; c_i]`
+by `W` at once: the same sum, in another order. The encoder's GRUs
+(`layers.ProjectedGRU`) likewise project all source embeddings at once.
 
 Scheduled sampling (the seed study's "teacher forcing ratio", Bengio et al.
 2015): with `teacher_forcing_ratio=p < 1` (or a `teacher_forcing_decay`), in
@@ -76,6 +81,7 @@ import keras
 from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
+from keras_attn_zoo.layers.projected_gru import ProjectedGRU
 from keras_attn_zoo.layers.rnnsearch_decoder import RNNSearchDecoder
 from keras_attn_zoo.models.presets import constructor_arguments
 from keras_attn_zoo.models.presets import resolve_preset
@@ -249,8 +255,8 @@ class BahdanauRNN(ZooModel):
                 vocabulary_size, embedding_dim, name="source_embedding")
         source_dropout = keras.layers.Dropout(dropout, seed=seed, name="source_dropout")
         encoder = keras.layers.Bidirectional(
-            keras.layers.GRU(hidden_dim, return_sequences=True, reset_after=reset_after,
-                             name="gru"),  # weights named "forward_gru/...": not by process history
+            ProjectedGRU(hidden_dim, return_sequences=True, reset_after=reset_after,
+                         name="gru"),  # weights named "forward_gru/...": not by process history
             merge_mode="concat", name="encoder",
         )
 

@@ -56,6 +56,7 @@ from keras import ops
 
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from keras_attn_zoo.layers.eager_embedding import EagerEmbedding
+from keras_attn_zoo.layers.projected_lstm import ProjectedLSTM
 from keras_attn_zoo.models.eager.processor import DEFAULT_EPSILON_LIMIT
 from keras_attn_zoo.models.eager.processor import DEFAULT_SOURCE_PADDING_INJECTION
 from keras_attn_zoo.models.eager.processor import INJECTION_ENDS
@@ -221,8 +222,8 @@ class EagerLSTMTranslator(ZooModel):
                                    name="shared_embedding")
         input_drop = _locked_dropout(input_dropout, "input_locked_dropout")
         lstms = [
-            keras.layers.LSTM(units, return_sequences=True, return_state=True,
-                              name=f"lstm_{i}")
+            ProjectedLSTM(units, return_sequences=True, return_state=True,
+                          name=f"lstm_{i}")
             for i in range(num_layers)
         ]
         layer_drops = [
