@@ -7,7 +7,7 @@ RAN-E, RAN-D, RAN-ALL, GMM, weighted, HC-SA, Syn-R, RNNsearch, eager) trained by
 every ``train_wmt.py`` flag works here and means the same - with the same data,
 SentencePiece vocabulary (trained once), recipe and budget for every model. The
 budget is a number of steps (``--steps``, default 2000: where the Transformer's dev
-BLEU has stopped rising steeply on Ding, see the README) or minutes
+BLEU has stopped rising steeply on Ding, see docs/leaderboard.md) or minutes
 (``--budget-minutes``). Then the cell
 
 1. translates the whole test split with the same beam search for every model
@@ -25,14 +25,14 @@ A rerun skips finished cells, evaluates a trained one and resumes a killed one f
 its checkpoint, so the table fills over several sessions. The table, the claims'
 verdicts and the plots (``leaderboard.md``/``.json``, ``bleu_vs_params.png``,
 ``bleu_vs_decode_speed.png``, ``learning_curves.png``) are regenerated from the cell
-files alone (``--report-only``); ``--readme README.md`` also rewrites the README's
-generated leaderboard section. ``--retime-decoding`` times finished cells' decoding
+files alone (``--report-only``); ``--readme docs/leaderboard.md`` also rewrites that
+page's generated leaderboard section (any markdown file with the markers). ``--retime-decoding`` times finished cells' decoding
 against speed peers trained after them, in one process, as a cell would have.
 
 Usage:
     python recipes/leaderboard.py                                 # 10 models x 3 seeds
     python recipes/leaderboard.py --models transformer,RAN-D --seeds 0
-    python recipes/leaderboard.py --report-only --readme README.md
+    python recipes/leaderboard.py --report-only --readme docs/leaderboard.md
     python recipes/leaderboard.py --quick --preset tiny --data files \\
         --train-src train.de --train-tgt train.en --test-src test.de \\
         --test-tgt test.en --steps 2 --vocab-size 150
@@ -112,7 +112,8 @@ def parse_args(argv=None):
                              "1 with --quick)")
     parser.add_argument("--report-only", action="store_true",
                         help="train nothing: the table, verdicts and plots from the cells")
-    parser.add_argument("--readme", help="also rewrite this README's leaderboard section")
+    parser.add_argument("--readme", help="also rewrite the generated leaderboard section of this markdown "
+                             "file (docs/leaderboard.md)")
     parser.add_argument("--retime-decoding", action="store_true",
                         help="train nothing: time finished cells' decoding against the "
                              "speed peers (Transformer, RNNsearch) they were not timed "
