@@ -99,8 +99,9 @@ def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6):
 
 
 def fits_model(model, processor, pairs):
-    """The pairs whose source (+EOS) and target (+BOS) fit the model's `max_length`."""
-    limit = model.zoo_config.get("max_length")
+    """The pairs whose source (+EOS) and target (+BOS) fit the model's `max_length`
+    (its `max_decode_length`)."""
+    limit = model.max_decode_length
     if limit is None:
         return list(pairs)
     return [(s, t) for s, t in pairs
