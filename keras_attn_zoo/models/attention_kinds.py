@@ -23,7 +23,11 @@ A *kind* is one attention mechanism of the Transformer family. Its record
   "multi_head");
 * `validate(options)` and `wrap_optimizer(optimizer, options)` (optional):
   checks at build time, and the optimiser a model with this kind trains with
-  (the Weighted Transformer's κ/α warm-up).
+  (the Weighted Transformer's κ/α warm-up);
+* `monitored_weights(model)` (optional): `{tag: [floats]}`, weights of the
+  model to watch while it trains (the Weighted Transformer's κ and α); the
+  training monitors write them (`monitored_weights` below) without knowing
+  the kind.
 """
 
 import dataclasses
@@ -62,6 +66,7 @@ class AttentionKind:
     layer_kind: Optional[Callable] = None
     validate: Optional[Callable] = None
     wrap_optimizer: Optional[Callable] = None
+    monitored_weights: Optional[Callable] = None
 
 
 ATTENTION_KINDS = {}
@@ -99,6 +104,18 @@ def slot_kinds(config):
     """`{slot: kind name}` of a model config."""
     return {slot: config.get(argument, "multi_head")
             for slot, argument in SLOT_ARGUMENTS.items()}
+
+
+def monitored_weights(model):
+    """`{tag: [floats]}` that the attention kinds of a zoo model want watched while
+    it trains, kind by kind; `{}` for none (also for a model outside the
+    Transformer family, whose config names no kinds)."""
+    weights = {}
+    for kind in sorted(set(slot_kinds(model.zoo_config).values())):
+        record = attention_kind(kind)
+        if record.monitored_weights is not None:
+            weights.update(record.monitored_weights(model))
+    return weights
 
 
 def nest_options(attention_options, kinds):

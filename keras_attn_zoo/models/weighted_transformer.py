@@ -153,6 +153,14 @@ def _wrap_optimizer(optimizer, options):
     return optimizer if warmup is None else with_branch_weight_warmup(optimizer, warmup)
 
 
+def _monitored_weights(model):
+    """κ and α of every branched layer, as the training monitors write them:
+    `weighted/<layer>/kappa` and `.../alpha`."""
+    return {f"weighted/{layer}/{name}": values[name]
+            for layer, values in weighted_branch_weights(model).items()
+            for name in ("kappa", "alpha")}
+
+
 register_attention_kind(
     KIND, make_branched_weighted, uses_feed_forward=False,
     option_defaults={
@@ -165,7 +173,8 @@ register_attention_kind(
         "branch_feed_forward_dropout": 0.0,
         BRANCH_WEIGHT_WARMUP: None,
     },
-    extra_query_flops=_branch_flops, validate=_validate, wrap_optimizer=_wrap_optimizer)
+    extra_query_flops=_branch_flops, validate=_validate, wrap_optimizer=_wrap_optimizer,
+    monitored_weights=_monitored_weights)
 
 
 def weighted_transformer(

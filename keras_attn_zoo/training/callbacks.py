@@ -1,4 +1,4 @@
-"""TensorBoard monitoring while training: dev BLEU, attention images, gates, κ/α.
+"""TensorBoard monitoring while training: dev BLEU, attention images, gates, weights.
 
 Callbacks for `keras_attn_zoo.training.Trainer` (objects with
 `on_step_end(trainer, step, logs)`). They write to `trainer.writer` (the
@@ -25,13 +25,15 @@ tag                               kind       what
                                              over every head and real target position of
                                              the first `gate_sentences` dev pairs
 ``gmm/gate_mean/layer_L``         scalar     their mean
-``weighted/<layer>/kappa``,       histogram  Weighted Transformer: κ and α of each branched
-``weighted/<layer>/alpha``                   layer
-``weighted/<layer>/kappa_I``,     scalar     the same per branch I, so trajectories show
+``weighted/<layer>/kappa``,       histogram  the weights a model's attention kinds want
+``weighted/<layer>/alpha``                   watched (`models.attention_kinds.
+                                             monitored_weights`; the Weighted Transformer:
+                                             κ and α of each branched layer)
+``weighted/<layer>/kappa_I``,     scalar     the same per entry I, so trajectories show
 ``weighted/<layer>/alpha_I``
 ================================  =========  ===============================================
 
-Every `every` steps (κ/α: every `trainer.log_every` steps), unless that would
+Every `every` steps (weights: every `trainer.log_every` steps), unless that would
 take the dev evaluations and attention images over `max_time_share` of the
 wall time (default 5%, see `_Monitor`): then a refresh is postponed to a later
 multiple of `every`. Images need
@@ -437,37 +439,37 @@ class AttentionMonitor(_Monitor):
             tf.summary.scalar(f"gmm/gate_mean/layer_{layer}", float(values.mean()))
 
 
-class BranchWeightMonitor(_Monitor):
-    """κ and α of the Weighted Transformer's branched layers: histograms and scalars.
+class WeightMonitor(_Monitor):
+    """The weights a model's attention kinds want watched (`models.attention_kinds.
+    monitored_weights`; the Weighted Transformer's κ and α): a histogram per tag
+    and a scalar per entry, `<tag>_I`.
 
     Args:
         model: the model being trained.
         every: steps between writes (None: the trainer's `log_every`).
     """
 
-    name = "BranchWeightMonitor"
+    name = "WeightMonitor"
 
     def __init__(self, model, every=None, raise_errors=False):
         super().__init__(every, raise_errors)
         self.model = model
 
     def _write(self, trainer, step, logs):
-        from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
+        from keras_attn_zoo.models.attention_kinds import monitored_weights
 
-        weights = weighted_branch_weights(self.model)
         with trainer.writer.as_default(step=step):
-            for layer, values in weights.items():
-                for name in ("kappa", "alpha"):
-                    vector = np.asarray(values[name], np.float32)
-                    tf.summary.histogram(f"weighted/{layer}/{name}", vector)
-                    for index, value in enumerate(vector):
-                        tf.summary.scalar(f"weighted/{layer}/{name}_{index}", float(value))
+            for tag, values in monitored_weights(self.model).items():
+                vector = np.asarray(values, np.float32)
+                tf.summary.histogram(tag, vector)
+                for index, value in enumerate(vector):
+                    tf.summary.scalar(f"{tag}_{index}", float(value))
 
 
-def _has_branches(model):
-    from keras_attn_zoo.models.weighted_transformer import branched_layers
+def _has_monitored_weights(model):
+    from keras_attn_zoo.models.attention_kinds import monitored_weights
 
-    return bool(branched_layers(model))
+    return bool(monitored_weights(model))
 
 
 def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=100,
@@ -480,7 +482,7 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
         model: the model being trained.
         tokenizer: its SentencePiece vocabulary (keras-hub tokenizer, path or bytes).
         valid_pairs: dev `(source, reference)` pairs (may be empty: then only
-            κ/α and RAN matrices are written).
+            the monitored weights and RAN matrices are written).
         every: steps between dev evaluations and attention images.
         bleu_sentences: dev pairs translated for BLEU/chrF.
         num_examples: translations in the text table.
@@ -510,15 +512,15 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
     callbacks.append(AttentionMonitor(
         model, tokenizer, valid_pairs, every=every, num_sentences=num_attention_sentences,
         raise_errors=raise_errors, max_time_share=attention_share))
-    if _has_branches(model):
-        callbacks.append(BranchWeightMonitor(model, raise_errors=raise_errors))
+    if _has_monitored_weights(model):
+        callbacks.append(WeightMonitor(model, raise_errors=raise_errors))
     return callbacks
 
 
 __all__ = [
     "AttentionMonitor",
-    "BranchWeightMonitor",
     "DevTranslationMonitor",
+    "WeightMonitor",
     "default_callbacks",
     "heatmap_grid_image",
     "teacher_forcing_batch",
