@@ -25,9 +25,12 @@ A *kind* is one attention mechanism of the Transformer family. Its record
   checks at build time, and the optimiser a model with this kind trains with
   (the Weighted Transformer's κ/α warm-up);
 * `monitored_weights(model)` (optional): `{tag: [floats]}`, weights of the
-  model to watch while it trains (the Weighted Transformer's κ and α); the
-  training monitors write them (`monitored_weights` below) without knowing
-  the kind.
+  model to watch while it trains (the Weighted Transformer's κ and α);
+* `attention_images(model, size)` (optional): `{name: (weights [L, h, n, n],
+  what)}`, attention that does not depend on the input, drawn while the model
+  trains as a sentence of `size` tokens sees it (RAN's matrices). The
+  training monitors write both (`monitored_weights`, `attention_images`
+  below) without knowing the kind.
 """
 
 import dataclasses
@@ -67,6 +70,7 @@ class AttentionKind:
     validate: Optional[Callable] = None
     wrap_optimizer: Optional[Callable] = None
     monitored_weights: Optional[Callable] = None
+    attention_images: Optional[Callable] = None
 
 
 ATTENTION_KINDS = {}
@@ -106,16 +110,27 @@ def slot_kinds(config):
             for slot, argument in SLOT_ARGUMENTS.items()}
 
 
-def monitored_weights(model):
-    """`{tag: [floats]}` that the attention kinds of a zoo model want watched while
-    it trains, kind by kind; `{}` for none (also for a model outside the
-    Transformer family, whose config names no kinds)."""
-    weights = {}
+def _from_kinds(model, hook, *args):
+    """The dicts the `hook` of each of a zoo model's attention kinds returns for
+    `(model, *args)`, merged kind by kind; `{}` when none has the hook (also for a
+    model outside the Transformer family, whose config names no kinds)."""
+    merged = {}
     for kind in sorted(set(slot_kinds(model.zoo_config).values())):
-        record = attention_kind(kind)
-        if record.monitored_weights is not None:
-            weights.update(record.monitored_weights(model))
-    return weights
+        function = getattr(attention_kind(kind), hook)
+        if function is not None:
+            merged.update(function(model, *args))
+    return merged
+
+
+def monitored_weights(model):
+    """`{tag: [floats]}` that a zoo model's attention kinds want watched while it trains."""
+    return _from_kinds(model, "monitored_weights")
+
+
+def attention_images(model, size):
+    """`{name: (weights [L, h, n, n], what)}`: the input-independent attention a zoo
+    model's kinds draw, at `size` positions."""
+    return _from_kinds(model, "attention_images", size)
 
 
 def nest_options(attention_options, kinds):

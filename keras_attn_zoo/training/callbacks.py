@@ -19,8 +19,10 @@ tag                               kind       what
 ``attention/cross/sentence_K``    image      teacher-forced cross-attention of fixed dev
                                              sentence K: one panel per decoder layer (rows)
                                              and head (columns); RNNsearch: its alignment
-``attention/ran/<slot>``          image      RAN models: each layer's softmax(A_l) (rows:
-                                             layers, columns: heads), input independent
+``attention/ran/<slot>``          image      input-independent attention a model's kinds
+                                             draw (`models.attention_kinds.attention_images`;
+                                             RAN: each layer's softmax(A_l), rows: layers,
+                                             columns: heads)
 ``gmm/gate/layer_L``              histogram  GMM models: gate values g of decoder layer L
                                              over every head and real target position of
                                              the first `gate_sentences` dev pairs
@@ -338,7 +340,8 @@ class DevTranslationMonitor(_Monitor):
 
 
 class AttentionMonitor(_Monitor):
-    """Attention heat maps of fixed dev sentences, RAN matrices and GMM gates.
+    """Attention heat maps of fixed dev sentences, the kinds' input-independent
+    attention (RAN's matrices) and GMM gates.
 
     Args:
         model, tokenizer: the model being trained and its vocabulary.
@@ -347,7 +350,8 @@ class AttentionMonitor(_Monitor):
             their references.
         every: steps between refreshes.
         gate_sentences: dev pairs whose gate values fill the GMM histograms.
-        ran_size: positions of the RAN matrices drawn.
+        ran_size: positions of the input-independent attention drawn (RAN's
+            matrices).
         max_time_share: the most of the wall time the refreshes may take
             (see `_Monitor`; default 5%: it runs the model on dev sentences
             and draws a matplotlib panel per layer and head); None: every
@@ -388,7 +392,7 @@ class AttentionMonitor(_Monitor):
 
     def _write(self, trainer, step, logs):
         from keras_attn_zoo.evaluation.attention import attention_maps
-        from keras_attn_zoo.evaluation.attention import ran_matrices
+        from keras_attn_zoo.models.attention_kinds import attention_images
 
         model = self.model
         with trainer.writer.as_default(step=step):
@@ -405,12 +409,11 @@ class AttentionMonitor(_Monitor):
                             [f"head {h}" for h in range(grid.shape[1])],
                             x_labels=src, y_labels=tgt,
                             title=f"step {step}: {self.pairs[k][0][:80]}"))
-            for slot, weights in ran_matrices(model, self.ran_size).items():
-                self._image(f"attention/ran/{slot}", heatmap_grid_image(
+            for name, (weights, what) in attention_images(model, self.ran_size).items():
+                self._image(f"attention/{name}", heatmap_grid_image(
                     weights, [f"layer {l}" for l in range(weights.shape[0])],
                     [f"head {h}" for h in range(weights.shape[1])],
-                    title=f"step {step}: RAN {slot} softmax(A_l), first {self.ran_size} "
-                          "positions"))
+                    title=f"step {step}: {what}, first {self.ran_size} positions"))
             self._write_gates()
         trainer.writer.flush()
 
@@ -482,7 +485,8 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
         model: the model being trained.
         tokenizer: its SentencePiece vocabulary (keras-hub tokenizer, path or bytes).
         valid_pairs: dev `(source, reference)` pairs (may be empty: then only
-            the monitored weights and RAN matrices are written).
+            the monitored weights and the input-independent attention are
+            written).
         every: steps between dev evaluations and attention images.
         bleu_sentences: dev pairs translated for BLEU/chrF.
         num_examples: translations in the text table.

@@ -93,8 +93,8 @@ def attention_pattern(weights, causal=False, band=RAN_BAND):
 
 def matrix_patterns(model, stats, out_dir, files):
     """Pattern numbers of every RAN matrix and one grid of heat maps per slot."""
-    from keras_attn_zoo.evaluation.attention import ran_matrices
     from keras_attn_zoo.evaluation.plots import plot_attention_grid
+    from keras_attn_zoo.models.ran_transformer import ran_matrices
 
     # The size a typical probed sentence sees: the median source (+EOS) and
     # decoder (BOS + pieces) lengths, the larger of the two.
