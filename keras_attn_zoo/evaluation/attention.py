@@ -29,7 +29,6 @@ RAN's input-independent attention patterns: `models.ran_transformer.ran_matrices
 import numpy as np
 
 SLOTS = ("encoder_self", "decoder_self", "cross")
-GMM_KEYS = ("cross_dot_product", "cross_mixture", "gmm_gate")
 
 
 def _numpy(value):

@@ -23,10 +23,12 @@ tag                               kind       what
                                              draw (`models.attention_kinds.attention_images`;
                                              RAN: each layer's softmax(A_l), rows: layers,
                                              columns: heads)
-``gmm/gate/layer_L``              histogram  GMM models: gate values g of decoder layer L
-                                             over every head and real target position of
-                                             the first `gate_sentences` dev pairs
-``gmm/gate_mean/layer_L``         scalar     their mean
+``gmm/gate/layer_L``              histogram  what a model's kinds read off the attention
+                                             of the first `gate_sentences` dev pairs
+                                             (`models.attention_kinds.monitored_attention`;
+                                             GMM: gate values g of decoder layer L over
+                                             every head and real target position)
+``gmm/gate_mean/layer_L``         scalar     (GMM: their mean)
 ``weighted/<layer>/kappa``,       histogram  the weights a model's attention kinds want
 ``weighted/<layer>/alpha``                   watched (`models.attention_kinds.
                                              monitored_weights`; the Weighted Transformer:
@@ -349,7 +351,8 @@ class AttentionMonitor(_Monitor):
             pieces per side (and fitting the model) are drawn, teacher forced on
             their references.
         every: steps between refreshes.
-        gate_sentences: dev pairs whose gate values fill the GMM histograms.
+        gate_sentences: dev pairs whose attention the kinds' monitored values are
+            read from (GMM's gate histograms).
         ran_size: positions of the input-independent attention drawn (RAN's
             matrices).
         max_time_share: the most of the wall time the refreshes may take
@@ -378,7 +381,7 @@ class AttentionMonitor(_Monitor):
                     and fits_model(model, self.processor, [(source, target)])):
                 self.pairs.append((source, target))
         self.ran_size = ran_size
-        self._has_gates = True
+        self._watches_attention = None  # whether the model's kinds read any: at first use
         self._warned = False
 
     def _image(self, tag, image):
@@ -418,28 +421,29 @@ class AttentionMonitor(_Monitor):
         trainer.writer.flush()
 
     def _write_gates(self):
-        from keras_attn_zoo.evaluation.attention import GMM_KEYS
+        """What the model's kinds read off the attention of the gate pairs (GMM's gates)."""
         from keras_attn_zoo.evaluation.attention import attention_maps
+        from keras_attn_zoo.models.attention_kinds import has_kind_hook
+        from keras_attn_zoo.models.attention_kinds import monitored_attention
 
-        if not self.gate_pairs or not self._has_gates:
+        if self._watches_attention is None:
+            self._watches_attention = has_kind_hook(self.model, "monitored_attention")
+        if not self.gate_pairs or not self._watches_attention:
             return
         source, target, _, target_pieces = teacher_forcing_batch(self.processor,
                                                                  self.gate_pairs)
         maps = attention_maps(self.model, source, target)
-        if not maps or GMM_KEYS[-1] not in maps:
-            self._has_gates = False  # the model's maps never hold gates: stop asking
+        if not maps:
             return
-        gate = maps["gmm_gate"]  # [L, B, h, T]
-        layers, batch, _, rows = gate.shape
+        batch, rows = np.shape(target)
         real = np.zeros((batch, rows), bool)
         for b, pieces in enumerate(target_pieces):
             real[b, :len(pieces) + 1] = True  # the EOS-predicting row is real too
-        for layer in range(layers):
-            values = np.transpose(gate[layer], (0, 2, 1))[real]  # [rows, h]
-            if np.isnan(values).all():
-                continue  # a decoder layer without a mixture
-            tf.summary.histogram(f"gmm/gate/layer_{layer}", values.reshape(-1))
-            tf.summary.scalar(f"gmm/gate_mean/layer_{layer}", float(values.mean()))
+        for tag, (kind, value) in monitored_attention(self.model, maps, real).items():
+            if kind == "histogram":
+                tf.summary.histogram(tag, value)
+            else:
+                tf.summary.scalar(tag, value)
 
 
 class WeightMonitor(_Monitor):
