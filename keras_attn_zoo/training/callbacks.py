@@ -86,19 +86,24 @@ def teacher_forcing_batch(processor, pairs):
     return pad(sources), pad(targets), source_pieces, target_pieces
 
 
-def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6):
+def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6, translator=None):
     """`texts -> translations` with the zoo's exported beam search, for any model.
 
     `keras_attn_zoo.export.Translator` applies the model's own hooks (the eager
-    translator's decoding rules and clean-up included).
+    translator's decoding rules and clean-up included). `translator`: the run's
+    `Translator` of `model`, searching here with `beam_size` and
+    `length_penalty` (its traced functions take them as inputs); None: one is
+    built.
     """
-    from keras_attn_zoo.export import Translator
+    if translator is None:
+        from keras_attn_zoo.export import Translator
 
-    translator = Translator(model, tokenizer, beam_size=beam_size,
-                            length_penalty=length_penalty)
+        translator = Translator(model, tokenizer, beam_size=beam_size,
+                                length_penalty=length_penalty)
 
     def translate(texts, batch_size=32):
-        return translator.translate_texts(list(texts), batch_size=batch_size)
+        return translator.translate_texts(list(texts), batch_size=batch_size,
+                                          beam_size=beam_size, length_penalty=length_penalty)
 
     translate.translator = translator
     return translate
@@ -283,6 +288,8 @@ class DevTranslationMonitor(_Monitor):
         beam_size, length_penalty: the search (as exported).
         max_time_share: the most of the wall time the evaluations may take
             (see `_Monitor`; default 5%); None: every `every` steps.
+        translator: the run's `Translator` of `model` to search with (None:
+            one is built at the first evaluation).
 
     `history` holds `(step, bleu, chrf)` per evaluation, `timings` their
     seconds; after each evaluation the logs get `dev_eval_seconds` (its
@@ -294,10 +301,11 @@ class DevTranslationMonitor(_Monitor):
 
     def __init__(self, model, tokenizer, pairs, every=500, max_sentences=100,
                  num_examples=5, beam_size=4, length_penalty=0.6, raise_errors=False,
-                 max_time_share=0.05):
+                 max_time_share=0.05, translator=None):
         super().__init__(every, raise_errors, max_time_share)
         self.model = model
         self.tokenizer = tokenizer
+        self.translator = translator
         processor = sentencepiece_processor(tokenizer)
         self.pairs = fits_model(model, processor, list(pairs)[:4 * max_sentences])[
             :max_sentences]
@@ -314,7 +322,7 @@ class DevTranslationMonitor(_Monitor):
             return
         if self._translate is None:
             self._translate = text_translator(self.model, self.tokenizer, self.beam_size,
-                                              self.length_penalty)
+                                              self.length_penalty, self.translator)
         sources = [s for s, _ in self.pairs]
         references = [t for _, t in self.pairs]
         translations = self._translate(sources)
@@ -482,7 +490,7 @@ def _has_monitored_weights(model):
 def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=100,
                       num_examples=5, num_attention_sentences=3, beam_size=4,
                       length_penalty=0.6, raise_errors=False, max_time_share=0.05,
-                      dev_translation=True):
+                      dev_translation=True, translator=None):
     """The monitors `recipes/train_wmt.py` installs (see the module docstring).
 
     Args:
@@ -503,6 +511,8 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
             postpones its refresh, see `_Monitor`). None: every `every` steps.
         dev_translation: include the dev BLEU monitor (False when early
             stopping evaluates the valid split itself).
+        translator: the run's `Translator` of `model` for the dev BLEU monitor
+            (None: it builds one).
 
     Returns:
         A list of callback objects for `Trainer(callbacks=...)`.
@@ -516,7 +526,7 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
         callbacks.append(DevTranslationMonitor(
             model, tokenizer, valid_pairs, every=every, max_sentences=bleu_sentences,
             num_examples=num_examples, beam_size=beam_size, length_penalty=length_penalty,
-            raise_errors=raise_errors, max_time_share=dev_share))
+            raise_errors=raise_errors, max_time_share=dev_share, translator=translator))
     callbacks.append(AttentionMonitor(
         model, tokenizer, valid_pairs, every=every, num_sentences=num_attention_sentences,
         raise_errors=raise_errors, max_time_share=attention_share))
