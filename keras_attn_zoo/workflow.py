@@ -132,6 +132,9 @@ class RunConfig:
     # The paper's aligned stream, for a model that carries a training state
     # (flag: --eager-aligned-batching).
     aligned_batching: bool = False
+    # The eager translator's source padding injection at decoding: "model"
+    # (the model's), "valid" (chosen on the valid split) or a number.
+    source_padding_injection: str = "model"
     seed: int = 0
     # The low-resource recipe (flags of the same names; 0: off).
     word_dropout: float = 0.0
@@ -195,6 +198,13 @@ def check_run_options(config):
     if config.valid_every < 0 or config.patience < 0:
         raise SystemExit(f"--valid-every and --patience must be >= 0 (0: off), got "
                          f"{config.valid_every} and {config.patience}.")
+    injection = str(config.source_padding_injection)
+    if injection not in ("model", "valid") and not (injection.isdigit()):
+        raise SystemExit(f"--source-padding-injection must be model, valid or a number "
+                         f">= 0, got {config.source_padding_injection!r}.")
+    if injection != "model" and config.model != "eager_translator":
+        raise SystemExit("--source-padding-injection applies to --model eager_translator "
+                         f"only, not {config.model!r}.")
     if config.valid_metric not in EARLY_STOPPING_METRICS:
         raise SystemExit(f"--valid-metric must be one of {EARLY_STOPPING_METRICS}, got "
                          f"{config.valid_metric!r}.")
@@ -541,6 +551,35 @@ def final_weights(config, model, optimizer, stopper=None):
 # ---- evaluate -------------------------------------------------------------------------------
 
 
+def choose_decoding(config, model, tokenizer, valid):
+    """Sets the eager translator's source padding injection (`--source-padding-injection`)
+    before the test evaluation and the export; returns its results entry.
+
+    "valid" picks the value with the best BLEU on the valid split's first
+    `valid_sentences` pairs (`export.choose_source_padding_injection`, the
+    paper's choice on the development set) with the test evaluation's search.
+    """
+    setting = str(config.source_padding_injection)
+    if setting == "model":
+        return {}
+    if setting != "valid":
+        model.set_decoding(source_padding_injection=int(setting))
+        return {"source_padding_injection": {"chosen": int(setting), "by": "flag"}}
+    from keras_attn_zoo.export.source_padding import choose_source_padding_injection
+
+    if not valid:
+        raise SystemExit("--source-padding-injection valid needs a valid split.")
+    pairs = valid[: config.valid_sentences] if config.valid_sentences else valid
+    started = time.monotonic()
+    choice = choose_source_padding_injection(model, tokenizer, pairs,
+                                             beam_size=config.beam_size,
+                                             length_penalty=config.length_penalty)
+    print(f"source padding injection: {choice['chosen']} (best valid BLEU on "
+          f"{len(pairs)} pairs of {sorted(choice['by_value'])})")
+    return {"source_padding_injection": {**choice, "by": "valid", "valid_pairs": len(pairs),
+                                         "seconds": round(time.monotonic() - started, 1)}}
+
+
 def evaluate(config, model, tokenizer, test, split="test", translator=None):
     """BLEU/chrF and decoding speed on the `test` pairs (`{}` when there are none).
 
@@ -701,6 +740,12 @@ def training_run(config, machine=None):
     if curve is not None:
         results.update(learning_curve_outputs(config, curve.points(), stopper))
     results.update(final_weights(config, model, optimizer, stopper))
+    decoding = choose_decoding(config, model, tokenizer, corpus.valid)
+    if decoding:
+        # The model decodes by other rules now, which the run's Translator
+        # traced before: the test evaluation and the export get a fresh one.
+        translator = run_translator(config, model, tokenizer)
+    results.update(decoding)
     results.update(evaluate(config, model, tokenizer, corpus.test, translator=translator))
     results["machine"] = dict(machine, load_average_at_end=load_average())
     return export(config, model, tokenizer, results, translator=translator)

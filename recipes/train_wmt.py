@@ -135,6 +135,12 @@ def parse_args(argv=None):
                    help="eager_translator only: train on the paper's aligned stream "
                         "(LSTM state carried across BPTT windows) instead of "
                         "per-sentence batches")
+    p.add_argument("--source-padding-injection", default=RunConfig.source_padding_injection,
+                   metavar="model|valid|N",
+                   help="eager_translator only: the decoding's source padding injection. "
+                        "model: the model's (default); valid: the best of 0..10 by BLEU "
+                        "on the valid split (--valid-sentences of it, the paper's "
+                        "choice), set before the test evaluation and the export; N: N")
     p.add_argument("--seed", type=int, default=0)
     low = p.add_argument_group(
         "low-resource recipe (Sennrich & Zhang 2019; with --model-options "

@@ -10,20 +10,39 @@ process checks, in one JAX process (starting one costs more than the checks):
   and the weights move);
 * its own `.keras` round trip gives the same logits.
 
+TensorFlow is blocked in this process: the builders, the loss and the schedule
+must run on a JAX machine that has no TensorFlow (`recipes/recipe_screen.py`
+trains there).
+
 It prints one JSON line, `{builder: {"error": ...} or the measured figures}`,
 so the parent names every builder that failed, not only the first.
 """
 
+import importlib.abc
 import json
 import pathlib
 import sys
 import traceback
 
-import keras
-import numpy as np
 
-from keras_attn_zoo.models import MODEL_BUILDERS
-from keras_attn_zoo.models import build_model
+class _NoTensorFlow(importlib.abc.MetaPathFinder):
+    """Fails any import of TensorFlow, naming the module that wanted it."""
+
+    def find_spec(self, name, path, target=None):
+        if name == "tensorflow" or name.startswith("tensorflow."):
+            raise ImportError(f"{name} imported on the JAX backend (it may be absent there)")
+        return None
+
+
+sys.meta_path.insert(0, _NoTensorFlow())
+
+import keras  # noqa: E402
+import numpy as np  # noqa: E402
+
+from keras_attn_zoo.models import MODEL_BUILDERS  # noqa: E402
+from keras_attn_zoo.models import build_model  # noqa: E402
+from keras_attn_zoo.training.losses import LabelSmoothedCrossEntropy  # noqa: E402
+from keras_attn_zoo.training.schedules import InverseSquareRootSchedule  # noqa: E402
 
 VOCABULARY_SIZE = 40
 FIT_STEPS = 3
@@ -42,9 +61,9 @@ def _check(name, directory, batch, labels):
     model = build_model(name, VOCABULARY_SIZE, preset="tiny")
     before = _logits(model, batch)
     weights_before = [np.array(w) for w in model.trainable_weights]
-    model.compile(optimizer=keras.optimizers.Adam(1e-2),
-                  loss=keras.losses.SparseCategoricalCrossentropy(
-                      from_logits=True, ignore_class=0))
+    # The recipe's loss and schedule (a peak of 1e-2 after one warm-up step).
+    model.compile(optimizer=keras.optimizers.Adam(InverseSquareRootSchedule(1e-2, 1)),
+                  loss=LabelSmoothedCrossEntropy(0.1))
     history = model.fit(batch, labels, batch_size=len(labels), epochs=FIT_STEPS,
                         verbose=0, shuffle=False)
     weight_move = max(float(np.max(np.abs(np.array(w) - old)))

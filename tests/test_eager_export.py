@@ -227,6 +227,7 @@ def test_export_reloads_in_a_fresh_process(trained, sentencepiece, sentences, tm
 def test_recipe_trains_evaluates_and_exports(tiny_parallel_corpus, tmp_path):
     files = {}
     for split, pairs in (("train", tiny_parallel_corpus[:120]),
+                         ("valid", tiny_parallel_corpus[126:132]),
                          ("test", tiny_parallel_corpus[120:126])):
         for side, index in (("src", 0), ("tgt", 1)):
             path = tmp_path / f"{split}.{side}"
@@ -237,7 +238,9 @@ def test_recipe_trains_evaluates_and_exports(tiny_parallel_corpus, tmp_path):
                "--max-steps", "3", "--eval-limit", "5", "--vocab-size", "100",
                "--batch-tokens", "600", "--output-dir", str(tmp_path / "run"),
                "--export-dir", str(tmp_path / "export"), "--quiet",
-               "--model-options", "hidden_dim=24"]
+               "--model-options", "hidden_dim=24",
+               # chosen on 4 valid pairs, then tested and exported with it
+               "--source-padding-injection", "valid", "--valid-sentences", "4"]
     command += [item for pair in files.items() for item in pair]
     completed = subprocess.run(
         command, capture_output=True, text=True, timeout=300, cwd=tmp_path,
@@ -258,3 +261,9 @@ def test_recipe_trains_evaluates_and_exports(tiny_parallel_corpus, tmp_path):
     # --model-options reaches the builder and is recorded with the run.
     assert results["model_options"] == {"hidden_dim": 24}
     assert card["model_config"]["hidden_dim"] == 24
+    choice = results["source_padding_injection"]
+    assert choice["valid_pairs"] == 4 and choice["by"] == "valid"
+    assert sorted(int(n) for n in choice["by_value"]) == list(range(11))
+    best = max(choice["by_value"].values(), key=lambda scores: scores["bleu"])["bleu"]
+    assert choice["by_value"][str(choice["chosen"])]["bleu"] == best
+    assert card["model_config"]["source_padding_injection"] == choice["chosen"]

@@ -182,3 +182,11 @@ def test_eager_aligned_batching_is_refused_for_other_models(train_files, tmp_pat
     with pytest.raises(SystemExit, match="--eager-aligned-batching"):
         run_recipe(train_files, tmp_path, monkeypatch, "transformer", steps=1,
                    flags=["--eager-aligned-batching"])
+
+
+@pytest.mark.parametrize("value, message", [
+    ("valid", "eager_translator only"), ("-1", "model, valid or a number")])
+def test_source_padding_injection_is_refused_where_it_cannot_act(value, message):
+    config = RECIPE.parse_args(["--source-padding-injection", value, "--max-steps", "1"])
+    with pytest.raises(SystemExit, match=message):
+        workflow.check_run_options(config)

@@ -43,6 +43,32 @@ STATE_FILE = "early_stopping.json"
 BEST_DIRECTORY = "best"
 
 
+def evaluations_since_best(evaluations, metric, min_improvement=0.0):
+    """The patience counter: evaluations in a row, to the last, that did not
+    improve on the best before them by `min_improvement`."""
+    best, count = None, 0
+    for entry in evaluations:
+        if best is None or entry[metric] > best + min_improvement:
+            best, count = entry[metric], 0
+        else:
+            count += 1
+    return count
+
+
+def truncate_at_convergence(evaluations, metric, patience, min_improvement=0.0):
+    """The evaluations a run stopping by this rule would have made.
+
+    Early stopping does not change the steps before the stop, so a run
+    trained to a cap and truncated here equals the early-stopped run
+    (`recipes/recipe_screen.py`). Returns `(evaluations, converged)`.
+    """
+    for end in range(1, len(evaluations) + 1):
+        if patience and evaluations_since_best(evaluations[:end], metric,
+                                               min_improvement) >= patience:
+            return list(evaluations[:end]), True
+    return list(evaluations), False
+
+
 class EarlyStopping(DevTranslationMonitor):
     """Evaluates the valid split every `every` steps; keeps the best; stops on a plateau.
 
@@ -129,13 +155,7 @@ class EarlyStopping(DevTranslationMonitor):
     def evaluations_since_best(self):
         """Evaluations in a row, to the last, that did not improve on the best
         before them by `min_improvement` (the patience counter)."""
-        best, count = None, 0
-        for entry in self.evaluations:
-            if best is None or entry[self.metric] > best + self.min_improvement:
-                best, count = entry[self.metric], 0
-            else:
-                count += 1
-        return count
+        return evaluations_since_best(self.evaluations, self.metric, self.min_improvement)
 
     @property
     def converged(self):

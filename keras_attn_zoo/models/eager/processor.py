@@ -40,7 +40,6 @@ output. The search drivers (``eager_translate``, ``EagerStreamer``) are in
 """
 
 import numpy as np
-import tensorflow as tf
 
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from keras_attn_zoo.models.eager.special_ids import DEFAULT_START_PADS
@@ -74,6 +73,8 @@ def apply_eager_rules(log_probs, step, epsilon_count, source_end, eos_log_prob, 
         source_end: int32 ``[R]``, position of each row's source EOS.
         eos_log_prob: float32 ``[R]``, log-prob of EOS when reading the source EOS.
     """
+    import tensorflow as tf  # here: the builders read this module's defaults on any backend
+
     neg = tf.constant(NEG_INF, tf.float32)
     log_probs = tf.convert_to_tensor(log_probs, tf.float32)
     step = tf.cast(step, tf.int32)
@@ -134,6 +135,8 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
         raise ValueError(f"injection_end must be one of {INJECTION_ENDS}, got {injection_end!r}.")
 
     def processor(log_probs, step, tokens_so_far, state):
+        import tensorflow as tf  # as in apply_eager_rules
+
         epsilon_count = tf.reduce_sum(
             tf.cast(tf.equal(tokens_so_far, epsilon_id), tf.int32), axis=1)
         return apply_eager_rules(
