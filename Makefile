@@ -46,10 +46,10 @@ benchmark-smoke: setup
 	$(BIN)/python -m pytest -q -m benchmark_smoke tests/test_benchmarks.py
 
 ## Fill the leaderboard cell by cell (resumable; hours on 2 cores), then write its
-## table, verdicts and plots into the README. LEADERBOARD_ARGS: e.g. --seeds 0.
+## table, verdicts and plots into docs/leaderboard.md. LEADERBOARD_ARGS: e.g. --seeds 0.
 LEADERBOARD_ARGS ?=
 leaderboard: setup
-	$(BIN)/python recipes/leaderboard.py --readme README.md $(LEADERBOARD_ARGS)
+	$(BIN)/python recipes/leaderboard.py --readme docs/leaderboard.md $(LEADERBOARD_ARGS)
 
 clean:
 	rm -rf runs saved_models/*/ .pytest_cache

@@ -12,7 +12,7 @@ It also gives TensorFlow's CPU tensors a pooled (BFC) allocator. The default
 one takes every large tensor (the logits of a batch are tens of MB) from the
 operating system and gives it back after use; in the `small` recipe's loop
 on 2 cores the page faults took 6.64 s of system CPU per 20-step pass of
-19.69 s, against 0.50 s of 15.46 s with the pool (README, "Training speed").
+19.69 s, against 0.50 s of 15.46 s with the pool (docs/speed.md, "Training speed").
 """
 
 import contextlib

@@ -392,20 +392,33 @@ def trainer_xla(config):
     return resolve_jit_compile(XLA_SETTINGS[config.xla])
 
 
-def default_monitors(config, model, tokenizer, valid, dev_translation=True):
+def run_translator(config, model, tokenizer):
+    """The run's one `Translator` of `model`: the dev monitor, early stopping, the
+    test split's evaluation and the export search with it (the weights they see
+    are the model's at the time; `beam_size`/`length_penalty` of the config are
+    its defaults, early stopping passes its own beam)."""
+    from keras_attn_zoo.export import Translator
+
+    return Translator(model, tokenizer, beam_size=config.beam_size,
+                      length_penalty=config.length_penalty)
+
+
+def default_monitors(config, model, tokenizer, valid, dev_translation=True,
+                     translator=None):
     """The run's monitoring callbacks on the `valid` pairs (none with `no_monitoring`).
 
     `dev_translation=False` leaves out the dev BLEU monitor (early stopping
-    evaluates the valid split itself)."""
+    evaluates the valid split itself); `translator`: the run's (None: the dev
+    monitor builds one)."""
     if config.no_monitoring:
         return []
     return default_callbacks(model, tokenizer, valid, every=config.eval_every,
                              beam_size=config.beam_size,
                              length_penalty=config.length_penalty,
-                             dev_translation=dev_translation)
+                             dev_translation=dev_translation, translator=translator)
 
 
-def early_stopping(config, model, tokenizer, valid):
+def early_stopping(config, model, tokenizer, valid, translator=None):
     """The run's `EarlyStopping` callback, or None (`valid_every=0`, or no valid pairs:
     then the last weights are evaluated and exported, and the run says so)."""
     if not config.valid_every:
@@ -419,7 +432,7 @@ def early_stopping(config, model, tokenizer, valid):
         metric=config.valid_metric, patience=config.patience,
         min_improvement=config.min_improvement, max_sentences=config.valid_sentences,
         beam_size=config.valid_beam_size, length_penalty=config.length_penalty,
-        keep_best=max(1, config.average_checkpoints))
+        keep_best=max(1, config.average_checkpoints), translator=translator)
 
 
 def train(config, model, optimizer, strategy, corpus, tokenizer, monitors=None):
@@ -567,20 +580,18 @@ def choose_decoding(config, model, tokenizer, valid):
                                          "seconds": round(time.monotonic() - started, 1)}}
 
 
-def evaluate(config, model, tokenizer, test, split="test"):
+def evaluate(config, model, tokenizer, test, split="test", translator=None):
     """BLEU/chrF and decoding speed on the `test` pairs (`{}` when there are none).
 
     `split`: what the pairs are, for the printed line and the `<split>_pairs`
-    entry (`recipes/recipe_experiments.py` scores the valid split).
+    entry (`recipes/recipe_experiments.py` scores the valid split);
+    `translator`: the run's (`run_translator`; None: one is built).
     """
-    from keras_attn_zoo.export import Translator
-
     if config.eval_limit is not None:
         test = test[: config.eval_limit]
     if not test:
         return {}
-    translator = Translator(model, tokenizer, beam_size=config.beam_size,
-                            length_penalty=config.length_penalty)
+    translator = translator or run_translator(config, model, tokenizer)
     started = time.monotonic()
     hypotheses = translator.translate_texts([s for s, _ in test])
     seconds = time.monotonic() - started
@@ -602,8 +613,11 @@ def evaluate(config, model, tokenizer, test, split="test"):
 # ---- export ---------------------------------------------------------------------------------
 
 
-def export(config, model, tokenizer, results):
-    """The SavedModel (unless `no_export`), the Keras model and `results.json`."""
+def export(config, model, tokenizer, results, translator=None):
+    """The SavedModel (unless `no_export`), the Keras model and `results.json`.
+
+    `translator`: the run's (`run_translator`), exported with its traced search;
+    None: the export builds one with the config's beam size and length penalty."""
     from keras_attn_zoo.export import export_saved_model
 
     output_dir, _, export_base = config.paths
@@ -611,7 +625,8 @@ def export(config, model, tokenizer, results):
         card = {k: results.get(k) for k in (
             "model", "preset", "model_options", "data", "direction", "bleu", "chrf",
             "sacrebleu_signature", "params")}
-        path = export_saved_model(model, tokenizer, export_base, name=config.run_name,
+        path = export_saved_model(translator or model, tokenizer, export_base,
+                                  name=config.run_name,
                                   model_card=card, beam_size=config.beam_size,
                                   length_penalty=config.length_penalty)
         results["export_path"] = str(path)
@@ -666,9 +681,13 @@ def training_run(config, machine=None):
     corpus, tokenizer = prepare_data(config)
     strategy = select_strategy(config.strategy)
     model, optimizer = build(config, tokenizer, strategy)
-    stopper = early_stopping(config, model, tokenizer, corpus.valid)
+    # One inference object for the run: every evaluation and the export search
+    # through it, tracing its functions once.
+    translator = run_translator(config, model, tokenizer)
+    stopper = early_stopping(config, model, tokenizer, corpus.valid, translator)
     monitors = ([stopper] if stopper else []) + default_monitors(
-        config, model, tokenizer, corpus.valid, dev_translation=stopper is None)
+        config, model, tokenizer, corpus.valid, dev_translation=stopper is None,
+        translator=translator)
     curve = None
     if is_chief(strategy) and monitors:
         curve = LearningCurve(monitors, output_dir, config.checkpoint_every)
@@ -721,10 +740,15 @@ def training_run(config, machine=None):
     if curve is not None:
         results.update(learning_curve_outputs(config, curve.points(), stopper))
     results.update(final_weights(config, model, optimizer, stopper))
-    results.update(choose_decoding(config, model, tokenizer, corpus.valid))
-    results.update(evaluate(config, model, tokenizer, corpus.test))
+    decoding = choose_decoding(config, model, tokenizer, corpus.valid)
+    if decoding:
+        # The model decodes by other rules now, which the run's Translator
+        # traced before: the test evaluation and the export get a fresh one.
+        translator = run_translator(config, model, tokenizer)
+    results.update(decoding)
+    results.update(evaluate(config, model, tokenizer, corpus.test, translator=translator))
     results["machine"] = dict(machine, load_average_at_end=load_average())
-    return export(config, model, tokenizer, results)
+    return export(config, model, tokenizer, results, translator=translator)
 
 
 def load_average():

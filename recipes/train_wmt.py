@@ -39,7 +39,7 @@ from keras_attn_zoo.workflow import training_run  # noqa: E402
 # --learning-rate / --warmup-steps are not given. base and big: Vaswani et al.'s
 # schedule, d^-0.5 * 4000^-0.5 (7.0e-4 and 4.9e-4). tiny and small: runs of a few
 # hundred steps on CPU, where the pre-norm `small` preset reaches a given BLEU in
-# far fewer steps at 2e-3 than the post-norm model at 1e-3 (README, "Measured").
+# far fewer steps at 2e-3 than the post-norm model at 1e-3 (docs/measurements.md).
 SCHEDULE_DEFAULTS = {"tiny": (2e-3, 100), "small": (2e-3, 100),
                      "base": (7e-4, 4000), "big": (4.9e-4, 4000)}
 FALLBACK_SCHEDULE = (1e-3, 1000)  # other builders' presets (e.g. eager "paper")

@@ -34,7 +34,10 @@ class _NoTensorFlow(importlib.abc.MetaPathFinder):
         return None
 
 
-sys.meta_path.insert(0, _NoTensorFlow())
+# Only when run as the check: tests/test_jax_backend.py imports this module for
+# its constants, and the blocker would stay in that pytest process.
+if __name__ == "__main__":
+    sys.meta_path.insert(0, _NoTensorFlow())
 
 import keras  # noqa: E402
 import numpy as np  # noqa: E402

@@ -16,9 +16,9 @@ from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo.data.vocabulary import vocabulary_size
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training.callbacks import AttentionMonitor
-from keras_attn_zoo.training.callbacks import _Monitor
-from keras_attn_zoo.training.callbacks import BranchWeightMonitor
 from keras_attn_zoo.training.callbacks import DevTranslationMonitor
+from keras_attn_zoo.training.callbacks import WeightMonitor
+from keras_attn_zoo.training.callbacks import _Monitor
 from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.callbacks import translation_table
 
@@ -94,7 +94,7 @@ def test_weighted_transformer_kappa_alpha_histograms_and_scalars(tmp_path):
 
     model = weighted_transformer(50, preset="tiny")
     callbacks = default_callbacks(model, b"unused", [], every=2)
-    monitors = [c for c in callbacks if isinstance(c, BranchWeightMonitor)]
+    monitors = [c for c in callbacks if isinstance(c, WeightMonitor)]
     assert len(monitors) == 1  # and no dev monitor without dev pairs
     assert not any(isinstance(c, DevTranslationMonitor) for c in callbacks)
     trainer = fake_trainer(tmp_path / "logs")
@@ -138,7 +138,7 @@ def test_ran_matrices_image_and_chief_only(tmp_path, tiny_tokenizer, tiny_parall
 def test_a_failing_monitor_switches_itself_off(tmp_path, tiny_sentencepiece_model,
                                                tiny_parallel_corpus):
     class Broken:
-        zoo_config = {}
+        max_decode_length = None  # no length limit
 
         def attention_maps(self, source_ids, target_ids):
             raise RuntimeError("no weights today")

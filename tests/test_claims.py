@@ -307,8 +307,8 @@ def test_weighted_fewer_steps_from_two_curves(weighted, expected):
 
 
 def test_interpolated_steps_to_reach():
-    assert claims._steps_to_reach(_curve([1.0, 3.0]), 2.0) == pytest.approx(300)
-    assert claims._steps_to_reach(_curve([1.0, 3.0]), 4.0) is None
+    assert claims.weighted.steps_to_reach(_curve([1.0, 3.0]), 2.0) == pytest.approx(300)
+    assert claims.weighted.steps_to_reach(_curve([1.0, 3.0]), 4.0) is None
 
 
 def test_probe_based_claims():

@@ -125,15 +125,8 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
                                  "--retime-decoding")
 
 
-def _leaderboard(monkeypatch):
-    from tests.conftest import load_recipe
-
-    monkeypatch.syspath_prepend(str(REPO / "recipes"))  # leaderboard imports train_wmt
-    return load_recipe("leaderboard")
-
-
-def test_the_table_decides_against_the_transformer_on_three_seeds_only(monkeypatch):
-    leaderboard = _leaderboard(monkeypatch)
+def test_the_table_decides_against_the_transformer_on_three_seeds_only():
+    from keras_attn_zoo.evaluation import leaderboard
 
     def cell(model, seed, difference=None):
         cell = {"model": model, "seed": seed, "params": 10, "steps": 2000, "bleu": 5.0,
@@ -153,8 +146,8 @@ def test_the_table_decides_against_the_transformer_on_three_seeds_only(monkeypat
     assert row["bleu_p_values"] == [0.001] * 3
 
 
-def test_the_budget_is_explained_by_the_transformers_dev_curve(monkeypatch):
-    leaderboard = _leaderboard(monkeypatch)
+def test_the_budget_is_explained_by_the_transformers_dev_curve():
+    from keras_attn_zoo.evaluation import leaderboard
     curve = [{"step": 200, "chrf": 7.0}, {"step": 1000, "chrf": 19.0},
              {"step": 1400, "chrf": 21.0}, {"step": 2000, "chrf": 22.2}]
     cells = [{"model": "transformer", "seed": 1, "learning_curve": curve},
@@ -171,8 +164,8 @@ def test_the_budget_is_explained_by_the_transformers_dev_curve(monkeypatch):
     assert leaderboard.budget_markdown([]) == ""
 
 
-def test_the_machines_behind_the_speed_columns_are_named(monkeypatch):
-    leaderboard = _leaderboard(monkeypatch)
+def test_the_machines_behind_the_speed_columns_are_named():
+    from keras_attn_zoo.evaluation import leaderboard
 
     def cell(peak, rate, load):
         return {"machine": {"matmul_gflops": rate, "hardware_peak_gflops": peak,

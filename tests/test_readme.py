@@ -1,6 +1,6 @@
-"""The README's ```python blocks run as documented, and so does the package face.
+"""The ```python blocks of the README and of docs/ run as documented, and so does the package face.
 
-Every block runs as a script in a fresh interpreter, in a temporary working
+Every distinct block runs (a block shown on two pages runs once) as a script in a fresh interpreter, in a temporary working
 directory, so a documented line that fails is a failing test. What a block needs
 from outside is made here, cheaply:
 
@@ -26,6 +26,8 @@ import pytest
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 README = REPO / "README.md"
+# The README and the MkDocs pages: every documented block is a test.
+DOCUMENTS = [README, *sorted((REPO / "docs").glob("*.md"))]
 SKIP_MARKER = "# not run by tests:"
 TIMEOUT_S = 300
 
@@ -55,12 +57,23 @@ def failure(completed, code):
             f"{completed.stderr[-4000:]}\n--- stdout (tail) ---\n{completed.stdout[-2000:]}")
 
 
-BLOCKS = python_blocks(README.read_text(encoding="utf-8"))
+def documented_blocks(documents):
+    """``[(place, code)]`` of every distinct ```python block; ``place`` is ``file:line``
+    of its first appearance."""
+    blocks = {}
+    for path in documents:
+        for line, code in python_blocks(path.read_text(encoding="utf-8")):
+            blocks.setdefault(code, f"{path.relative_to(REPO).as_posix()}:{line}")
+    return [(place, code) for code, place in blocks.items()]
+
+
+BLOCKS = documented_blocks(DOCUMENTS)
 
 
 def test_readme_has_python_blocks():
     # Guards the extraction itself: a changed fence style must not silently test nothing.
     assert len(BLOCKS) >= 3
+    assert any(place.startswith("README.md:") for place, _ in BLOCKS)
 
 
 @pytest.fixture(scope="module")
@@ -81,11 +94,11 @@ def _ding_available():
 
 
 @pytest.mark.parametrize(
-    "line, code", BLOCKS, ids=[f"README.md:{line}" for line, _ in BLOCKS])
-def test_readme_python_block(line, code, tmp_path, request):
+    "place, code", BLOCKS, ids=[place for place, _ in BLOCKS])
+def test_readme_python_block(place, code, tmp_path, request):
     first_line = code.lstrip().splitlines()[0] if code.strip() else ""
     if first_line.startswith(SKIP_MARKER):
-        pytest.skip(f"README.md:{line}: {first_line}")
+        pytest.skip(f"{place}: {first_line}")
     if "ding_corpus" in code and not _ding_available():
         pytest.skip("Ding dictionary not installed (apt-get install trans-de-en)")
     for relative in sorted(set(_SAVED_MODEL_PATH.findall(code))):
@@ -93,7 +106,8 @@ def test_readme_python_block(line, code, tmp_path, request):
         # A path ending in a version number names a version; otherwise a model's base.
         source = version_dir if pathlib.PurePath(relative).name.isdigit() else base
         shutil.copytree(source, tmp_path / relative)
-    completed = run_script(code, tmp_path, name=f"README_md_block_at_line_{line}.py")
+    name = re.sub(r"\W", "_", place)  # docs/data.md:12 -> docs_data_md_12
+    completed = run_script(code, tmp_path, name=f"block_{name}.py")
     assert completed.returncode == 0, failure(completed, code)
 
 

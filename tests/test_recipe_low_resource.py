@@ -191,7 +191,7 @@ def test_ema_after_finalize_is_the_warmed_up_average_computed_by_hand(
 def test_ema_run_puts_the_average_in_the_model_and_keeps_raw_weights_on_disk(
         corpus_files, tmp_path):
     """The Weighted Transformer's `wrap_optimizer` (κ/α warm-up) keeps the EMA."""
-    from keras_attn_zoo.optimizers import BranchWeightAdam
+    from keras_attn_zoo.models.weighted_optimizer import BranchWeightAdam
     from keras_attn_zoo.training.strategy import select_strategy
 
     config = recipe_config(corpus_files, tmp_path, "--ema-momentum", "0.5",

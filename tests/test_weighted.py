@@ -10,21 +10,21 @@ import tensorflow as tf
 from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo.data.vocabulary import load_tokenizer
 from keras_attn_zoo.decoding import beam_search
-from keras_attn_zoo.layers.branched_weighted_attention import WEIGHT_GAINS
 from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
+from keras_attn_zoo.layers.branched_weighted_attention import WEIGHT_GAINS
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
+from keras_attn_zoo.layers.simplex_projection import SimplexProjection
+from keras_attn_zoo.layers.simplex_projection import project_onto_simplex
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.transformer import transformer
+from keras_attn_zoo.models.weighted_optimizer import BranchWeightAdam
+from keras_attn_zoo.models.weighted_optimizer import port_branch_weight_schedule
+from keras_attn_zoo.models.weighted_transformer import WEIGHTED_VARIANTS
 from keras_attn_zoo.models.weighted_transformer import branch_width
 from keras_attn_zoo.models.weighted_transformer import branched_layers
-from keras_attn_zoo.models.weighted_transformer import WEIGHTED_VARIANTS
 from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 from keras_attn_zoo.training import Trainer
-from keras_attn_zoo.optimizers import BranchWeightAdam
-from keras_attn_zoo.optimizers import SimplexProjection
-from keras_attn_zoo.optimizers import port_branch_weight_schedule
-from keras_attn_zoo.optimizers import project_onto_simplex
 from keras_attn_zoo.training.simplex import BranchWeightHistory
 from tests import model_checks
 

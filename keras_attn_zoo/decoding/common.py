@@ -31,8 +31,9 @@ VALID_THRESHOLD = NEG_INF / 2
 # When a sentence is forced to end at its max length but the model gives
 # EOS zero probability, EOS gets this log-prob so a hypothesis still exists.
 FORCED_EOS_FLOOR = -1e4
-# Absorbs float32 rounding of max_length_a (1.2 * 5 = 6.0000002 -> ceil 7).
-_CEIL_TOLERANCE = 1e-4
+# Absorbs float32 rounding of max_length_a (1.2 * 5 = 6.0000002 -> ceil 7); the
+# eager streamer (eager_processor.py) computes the same limit in Python with it.
+CEIL_TOLERANCE = 1e-4
 
 
 SHARED_STATE_KEY = "shared"
@@ -105,7 +106,7 @@ def max_target_lengths(source_ids, max_length_a, max_length_b, max_decode_length
     length = tf.cast(source_lengths(source_ids), tf.float64)
     a = tf.cast(max_length_a, tf.float64)
     b = tf.cast(max_length_b, tf.float64)
-    limit = tf.math.ceil(a * length + b - _CEIL_TOLERANCE)
+    limit = tf.math.ceil(a * length + b - CEIL_TOLERANCE)
     limit = tf.maximum(tf.cast(limit, tf.int32), 0)
     if max_decode_length is not None:
         limit = tf.minimum(limit, tf.cast(max_decode_length, tf.int32) - 1)

@@ -176,7 +176,7 @@ class EagerStreamer:
         """Reads the source EOS and decodes to the target EOS; returns the last tokens."""
         source_end = self._position
         limit = int(np.ceil(self.max_length_a * (source_end + 1) + self.max_length_b
-                            - common._CEIL_TOLERANCE))
+                            - common.CEIL_TOLERANCE))
         output = []
         while True:
             token = self._advance(self.source_pad_id, source_end, max(limit, 0), True)

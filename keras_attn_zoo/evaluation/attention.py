@@ -23,13 +23,12 @@ the searches report for output piece `t`. Padded rows and columns hold
 whatever the layer computed for them (padded keys get weight 0); use the
 sentence lengths to slice.
 
-`ran_matrices(model, size)` gives RAN's input-independent attention patterns.
+RAN's input-independent attention patterns: `models.ran_transformer.ran_matrices`.
 """
 
 import numpy as np
 
 SLOTS = ("encoder_self", "decoder_self", "cross")
-GMM_KEYS = ("cross_dot_product", "cross_mixture", "gmm_gate")
 
 
 def _numpy(value):
@@ -66,46 +65,3 @@ def attention_maps(model, source_ids, target_ids):
     if not maps:
         return None
     return {name: _numpy(value) for name, value in maps.items()}
-
-
-def _softmax(logits, mask):
-    logits = np.where(mask, logits, -np.inf)
-    logits = logits - logits.max(axis=-1, keepdims=True)
-    exp = np.exp(logits)
-    return exp / exp.sum(axis=-1, keepdims=True)
-
-
-def ran_matrices(model, size=None):
-    """RAN's attention patterns per layer, as a sentence of `size` tokens sees them.
-
-    RAN's weights do not depend on the tokens: layer `l` attends with
-    `softmax(A_l[:, :size, :size])` (the decoder's causally masked). This
-    returns those weights for every RAN stack of the model.
-
-    Args:
-        model: a `Seq2SeqTransformer` (typically from `ran_transformer`).
-        size: sentence length to slice to (default and maximum: the model's
-            `max_length`).
-
-    Returns:
-        `{slot: float32 [L, h, size, size]}` for the slots ("encoder_self",
-        "decoder_self") that use recurrent attention; `{}` for other models.
-    """
-    from keras_attn_zoo.layers.recurrent_attention_matrices import RecurrentAttentionMatrices
-
-    from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
-
-    result = {}
-    if not isinstance(model, Seq2SeqTransformer):
-        return result
-    for slot, stack in model.stack_layers.items():
-        if not isinstance(stack, RecurrentAttentionMatrices):
-            continue
-        n = stack.max_length if size is None else min(int(size), stack.max_length)
-        mask = np.ones((n, n), bool)
-        if slot == "decoder_self":
-            mask = np.tril(mask)
-        layers = [_softmax(_numpy(matrices)[:, :n, :n], mask)
-                  for matrices in stack.full_matrices()]
-        result[slot] = np.stack(layers).astype(np.float32)
-    return result

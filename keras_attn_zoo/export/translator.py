@@ -105,8 +105,9 @@ def model_error_message(error):
 
 
 def default_max_input_length(model, limit=DEFAULT_MAX_INPUT_LENGTH):
-    """``limit``, or the model's ``max_length`` when that is smaller."""
-    model_limit = model.zoo_config.get("max_length")
+    """``limit``, or the model's ``max_length`` (its ``max_decode_length``) when that
+    is smaller."""
+    model_limit = model.max_decode_length
     if model_limit is not None:
         return min(int(limit), int(model_limit))
     return int(limit)
@@ -200,7 +201,7 @@ class Translator(tf.Module):
         self.length_penalty = float(length_penalty)
         self.max_length_a = float(max_length_a)
         self.max_length_b = float(max_length_b)
-        model_limit = model.zoo_config.get("max_length")
+        model_limit = model.max_decode_length
         if max_input_length is None:
             max_input_length = default_max_input_length(model)
         elif model_limit is not None and max_input_length > model_limit:

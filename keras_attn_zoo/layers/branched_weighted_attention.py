@@ -4,10 +4,12 @@ import keras
 from keras import ops
 
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
+from keras_attn_zoo.layers.simplex_projection import SimplexProjection
 from keras_attn_zoo.layers.transformer_blocks import LAYER_NORM_EPSILON
-from keras_attn_zoo.optimizers import SimplexProjection
 
 PARAMETERIZATIONS = ("projection", "softmax")
+# The mark `build` sets on κ and α and `is_branch_weight` reads: one module owns both.
+_BRANCH_WEIGHT_MARK = "_zoo_branch_weight"
 # How κ/α multiply the branches, as (gain on κ, gain on α) in powers of M:
 # as they are (the paper's equations), both times M (mean 1 at the uniform
 # start), or κ times M and α times sqrt(M) (the α-sum of M independent
@@ -77,7 +79,8 @@ class BranchedWeightedAttention(MultiHeadAttention):
       `"softmax"`. A projection can set a weight to exactly 0, which stops
       the gradient of that branch's other parameters (and, for κ_i while
       FFN_i's biases are still 0, of κ_i itself; see
-      `keras_attn_zoo.optimizers`); `min_branch_weight > 0` prevents this.
+      `keras_attn_zoo.layers.simplex_projection`); `min_branch_weight > 0`
+      prevents this.
     * The gain (`weight_gain`). At the uniform start each branch is scaled
       by κ_i α_i = 1/M², and ReLU FFNs with zero biases pass the scale
       through, so the sublayer's update to the residual stream is about 10x
@@ -288,9 +291,9 @@ class BranchedWeightedAttention(MultiHeadAttention):
             name="alpha" + suffix, shape=(branches,), initializer=initializer(),
             constraint=constraint, trainable=True,
         )
-        # Lets `BranchWeightLearningRate` optimisers find κ/α.
-        self.kappa._zoo_branch_weight = True
-        self.alpha._zoo_branch_weight = True
+        # Lets `BranchWeightLearningRate` optimisers find κ/α (`is_branch_weight`).
+        setattr(self.kappa, _BRANCH_WEIGHT_MARK, True)
+        setattr(self.alpha, _BRANCH_WEIGHT_MARK, True)
         self.built = True
 
     # ---- κ and α ------------------------------------------------------------------
@@ -359,3 +362,9 @@ class BranchedWeightedAttention(MultiHeadAttention):
             }
         )
         return config
+
+
+def is_branch_weight(variable):
+    """`True` for the κ/α variables of `BranchedWeightedAttention` layers (the
+    optimiser of `models.weighted_optimizer` gives them their own rate)."""
+    return bool(getattr(variable, _BRANCH_WEIGHT_MARK, False))

@@ -23,7 +23,18 @@ A *kind* is one attention mechanism of the Transformer family. Its record
   "multi_head");
 * `validate(options)` and `wrap_optimizer(optimizer, options)` (optional):
   checks at build time, and the optimiser a model with this kind trains with
-  (the Weighted Transformer's κ/α warm-up).
+  (the Weighted Transformer's κ/α warm-up);
+* `monitored_weights(model)` (optional): `{tag: [floats]}`, weights of the
+  model to watch while it trains (the Weighted Transformer's κ and α);
+* `attention_images(model, size)` (optional): `{name: (weights [L, h, n, n],
+  what)}`, attention that does not depend on the input, drawn while the model
+  trains as a sentence of `size` tokens sees it (RAN's matrices);
+* `monitored_attention(model, maps, rows)` (optional): `{tag: ("histogram"
+  or "scalar", value)}` from the teacher-forced attention maps of a few dev
+  sentences (`maps`, as `evaluation.attention` names them; `rows`: bool
+  `[B, T]`, the real query rows), e.g. GMM's gate per decoder layer. The
+  training monitors write all three (`monitored_weights`, `attention_images`,
+  `monitored_attention` below) without knowing the kind.
 """
 
 import dataclasses
@@ -62,6 +73,9 @@ class AttentionKind:
     layer_kind: Optional[Callable] = None
     validate: Optional[Callable] = None
     wrap_optimizer: Optional[Callable] = None
+    monitored_weights: Optional[Callable] = None
+    attention_images: Optional[Callable] = None
+    monitored_attention: Optional[Callable] = None
 
 
 ATTENTION_KINDS = {}
@@ -99,6 +113,41 @@ def slot_kinds(config):
     """`{slot: kind name}` of a model config."""
     return {slot: config.get(argument, "multi_head")
             for slot, argument in SLOT_ARGUMENTS.items()}
+
+
+def has_kind_hook(model, hook):
+    """Whether any attention kind of a zoo model has the optional `hook`."""
+    return any(getattr(attention_kind(kind), hook) is not None
+               for kind in set(slot_kinds(model.zoo_config).values()))
+
+
+def _from_kinds(model, hook, *args):
+    """The dicts the `hook` of each of a zoo model's attention kinds returns for
+    `(model, *args)`, merged kind by kind; `{}` when none has the hook (also for a
+    model outside the Transformer family, whose config names no kinds)."""
+    merged = {}
+    for kind in sorted(set(slot_kinds(model.zoo_config).values())):
+        function = getattr(attention_kind(kind), hook)
+        if function is not None:
+            merged.update(function(model, *args))
+    return merged
+
+
+def monitored_weights(model):
+    """`{tag: [floats]}` that a zoo model's attention kinds want watched while it trains."""
+    return _from_kinds(model, "monitored_weights")
+
+
+def attention_images(model, size):
+    """`{name: (weights [L, h, n, n], what)}`: the input-independent attention a zoo
+    model's kinds draw, at `size` positions."""
+    return _from_kinds(model, "attention_images", size)
+
+
+def monitored_attention(model, maps, rows):
+    """`{tag: ("histogram" or "scalar", value)}` that a zoo model's kinds read off its
+    teacher-forced attention `maps` (real query rows `rows`, bool `[B, T]`)."""
+    return _from_kinds(model, "monitored_attention", maps, rows)
 
 
 def nest_options(attention_options, kinds):

@@ -7,6 +7,8 @@ fills the decoder's cross-attention slot: blocks listed in the model's
 `gmm_layers=[4, 5]` reproduces the paper's "top 2 layers" row of Table 5.
 """
 
+import numpy as np
+
 from keras_attn_zoo.layers.gaussian_mixture_cross_attention import NORMALIZATIONS
 from keras_attn_zoo.layers.gaussian_mixture_cross_attention import (
     GaussianMixtureCrossAttention,
@@ -104,10 +106,28 @@ def _validate(options):
         )
 
 
+def _monitored_attention(model, maps, rows):
+    """The kind's `monitored_attention` hook: the gate g (the Gaussian mixture's
+    share) of each decoder layer with a mixture, over every head and real row,
+    as a histogram and its mean."""
+    del model
+    gate = maps.get("gmm_gate")  # [L, B, h, T]
+    if gate is None:
+        return {}
+    summaries = {}
+    for layer in range(gate.shape[0]):
+        values = np.transpose(gate[layer], (0, 2, 1))[rows]  # [rows, h]
+        if np.isnan(values).all():
+            continue  # a decoder layer without a mixture
+        summaries[f"gmm/gate/layer_{layer}"] = ("histogram", values.reshape(-1))
+        summaries[f"gmm/gate_mean/layer_{layer}"] = ("scalar", float(values.mean()))
+    return summaries
+
+
 register_attention_kind(
     ATTENTION_KIND, make_gaussian_mixture, slots=(CROSS,),
     option_defaults=OPTION_DEFAULTS, extra_query_flops=_mixture_flops,
-    layer_kind=_layer_kind, validate=_validate)
+    layer_kind=_layer_kind, validate=_validate, monitored_attention=_monitored_attention)
 
 
 def gmm_transformer(

@@ -5,7 +5,7 @@ CPU preset, for runs of minutes on two cores: 2 + 2 pre-norm layers
 (`norm_first=True`). In 10-minute runs on the Ding sentences (same load, 500
 test sentences, beam 4) the post-norm 3 + 3 model at learning rate 1e-3 reached
 BLEU 0.11 / chrF 7.92, pre-norm 3 + 3 at 2e-3 0.42 / 10.08 and pre-norm 2 + 2 at
-2e-3 1.13 / 11.65 (README, "Measured"). `tiny` (2 + 2 layers) exists for tests.
+2e-3 1.13 / 11.65 (docs/measurements.md). `tiny` (2 + 2 layers) exists for tests.
 """
 
 import inspect

@@ -9,6 +9,9 @@ Kind options go under `attention_options["recurrent"]` (see
 `RAN_OPTION_DEFAULTS`).
 """
 
+import numpy as np
+from keras import ops
+
 from keras_attn_zoo.layers.recurrent_attention import RecurrentAttention
 from keras_attn_zoo.layers.recurrent_attention_matrices import RecurrentAttentionMatrices
 from keras_attn_zoo.models.attention_kinds import ENCODER_SELF
@@ -72,9 +75,57 @@ def _stack_flops(config, slot, depth):
     return depth * h * (2 * n * 4 * n * n + 2 * n * n * 4 * n)
 
 
+def _softmax(logits, mask):
+    """Row softmax of `logits` over the entries `mask` keeps (the others get 0)."""
+    logits = np.where(mask, logits, -np.inf)
+    logits = logits - logits.max(axis=-1, keepdims=True)
+    exp = np.exp(logits)
+    return exp / exp.sum(axis=-1, keepdims=True)
+
+
+def ran_matrices(model, size=None):
+    """RAN's attention patterns per layer, as a sentence of `size` tokens sees them.
+
+    RAN's weights do not depend on the tokens: layer `l` attends with
+    `softmax(A_l[:, :size, :size])` (the decoder's causally masked). This
+    returns those weights for every RAN stack of the model.
+
+    Args:
+        model: a `Seq2SeqTransformer` (typically from `ran_transformer`).
+        size: sentence length to slice to (default and maximum: the model's
+            `max_length`).
+
+    Returns:
+        `{slot: float32 [L, h, size, size]}` for the slots ("encoder_self",
+        "decoder_self") that use recurrent attention; `{}` for other models.
+    """
+    result = {}
+    if not isinstance(model, Seq2SeqTransformer):
+        return result
+    for slot, stack in model.stack_layers.items():
+        if not isinstance(stack, RecurrentAttentionMatrices):
+            continue
+        n = stack.max_length if size is None else min(int(size), stack.max_length)
+        mask = np.ones((n, n), bool)
+        if slot == "decoder_self":
+            mask = np.tril(mask)
+        layers = [_softmax(np.asarray(ops.convert_to_numpy(matrices), np.float32)[:, :n, :n],
+                           mask)
+                  for matrices in stack.full_matrices()]
+        result[slot] = np.stack(layers).astype(np.float32)
+    return result
+
+
+def _attention_images(model, size):
+    """The kind's `attention_images` hook: each RAN stack's matrices, an image per slot."""
+    return {f"ran/{slot}": (weights, f"RAN {slot} softmax(A_l)")
+            for slot, weights in ran_matrices(model, size).items()}
+
+
 register_attention_kind(
     RAN_KIND, _make_recurrent, make_stack=_make_recurrent_stack, slots=SELF_SLOTS,
-    option_defaults=RAN_OPTION_DEFAULTS, fixed_pattern=True, stack_flops=_stack_flops)
+    option_defaults=RAN_OPTION_DEFAULTS, fixed_pattern=True, stack_flops=_stack_flops,
+    attention_images=_attention_images)
 
 
 def ran_transformer(

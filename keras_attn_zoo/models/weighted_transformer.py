@@ -62,9 +62,9 @@ from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.models.presets import resolve_preset
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_attn_zoo.models.transformer import MODEL_ARGUMENTS as TRANSFORMER_ARGUMENTS
-from keras_attn_zoo.optimizers import BRANCH_WEIGHT_WARMUP
-from keras_attn_zoo.optimizers import check_branch_weight_warmup
-from keras_attn_zoo.optimizers import with_branch_weight_warmup
+from keras_attn_zoo.models.weighted_optimizer import BRANCH_WEIGHT_WARMUP
+from keras_attn_zoo.models.weighted_optimizer import check_branch_weight_warmup
+from keras_attn_zoo.models.weighted_optimizer import with_branch_weight_warmup
 
 KIND = "branched_weighted"
 # The public port's choice. The seed text only says the multi-head attention
@@ -153,6 +153,14 @@ def _wrap_optimizer(optimizer, options):
     return optimizer if warmup is None else with_branch_weight_warmup(optimizer, warmup)
 
 
+def _monitored_weights(model):
+    """κ and α of every branched layer, as the training monitors write them:
+    `weighted/<layer>/kappa` and `.../alpha`."""
+    return {f"weighted/{layer}/{name}": values[name]
+            for layer, values in weighted_branch_weights(model).items()
+            for name in ("kappa", "alpha")}
+
+
 register_attention_kind(
     KIND, make_branched_weighted, uses_feed_forward=False,
     option_defaults={
@@ -165,7 +173,8 @@ register_attention_kind(
         "branch_feed_forward_dropout": 0.0,
         BRANCH_WEIGHT_WARMUP: None,
     },
-    extra_query_flops=_branch_flops, validate=_validate, wrap_optimizer=_wrap_optimizer)
+    extra_query_flops=_branch_flops, validate=_validate, wrap_optimizer=_wrap_optimizer,
+    monitored_weights=_monitored_weights)
 
 
 def weighted_transformer(
@@ -216,7 +225,7 @@ def weighted_transformer(
       the benchmark and tests run.
     * κ/α learning-rate warm-up of 400 steps (port):
       `branch_weight_warmup_steps=400`, applied by `wrap_optimizer`; see
-      `keras_attn_zoo.optimizers.BranchWeightAdam` and
+      `keras_attn_zoo.models.weighted_optimizer.BranchWeightAdam` and
       `port_branch_weight_schedule`.
     * Branched slots: the seed text does not name them ("we replace the
       multi-head attention by multiple self-attention branches"). Default:
@@ -291,12 +300,16 @@ def weighted_transformer(
 
 
 def branched_layers(model):
-    """`{layer name: BranchedWeightedAttention}` of a model, encoder first."""
-    found = {}
-    for layer in model._flatten_layers(include_self=False, recursive=True):
-        if isinstance(layer, BranchedWeightedAttention):
-            found[layer.name] = layer
-    return found
+    """`{layer name: BranchedWeightedAttention}` of a model, encoder first: the
+    attention slots of its blocks in the order they run (none for a model that
+    is not a `Seq2SeqTransformer`)."""
+    if not isinstance(model, Seq2SeqTransformer):
+        return {}
+    slots = [block.self_attention for block in model.encoder_blocks]
+    for block in model.decoder_blocks:
+        slots += [block.self_attention, block.cross_attention]
+    return {layer.name: layer for layer in slots
+            if isinstance(layer, BranchedWeightedAttention)}
 
 
 def weighted_branch_weights(model):

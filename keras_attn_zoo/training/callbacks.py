@@ -1,4 +1,4 @@
-"""TensorBoard monitoring while training: dev BLEU, attention images, gates, κ/α.
+"""TensorBoard monitoring while training: dev BLEU, attention images, gates, weights.
 
 Callbacks for `keras_attn_zoo.training.Trainer` (objects with
 `on_step_end(trainer, step, logs)`). They write to `trainer.writer` (the
@@ -19,19 +19,25 @@ tag                               kind       what
 ``attention/cross/sentence_K``    image      teacher-forced cross-attention of fixed dev
                                              sentence K: one panel per decoder layer (rows)
                                              and head (columns); RNNsearch: its alignment
-``attention/ran/<slot>``          image      RAN models: each layer's softmax(A_l) (rows:
-                                             layers, columns: heads), input independent
-``gmm/gate/layer_L``              histogram  GMM models: gate values g of decoder layer L
-                                             over every head and real target position of
-                                             the first `gate_sentences` dev pairs
-``gmm/gate_mean/layer_L``         scalar     their mean
-``weighted/<layer>/kappa``,       histogram  Weighted Transformer: κ and α of each branched
-``weighted/<layer>/alpha``                   layer
-``weighted/<layer>/kappa_I``,     scalar     the same per branch I, so trajectories show
+``attention/ran/<slot>``          image      input-independent attention a model's kinds
+                                             draw (`models.attention_kinds.attention_images`;
+                                             RAN: each layer's softmax(A_l), rows: layers,
+                                             columns: heads)
+``gmm/gate/layer_L``              histogram  what a model's kinds read off the attention
+                                             of the first `gate_sentences` dev pairs
+                                             (`models.attention_kinds.monitored_attention`;
+                                             GMM: gate values g of decoder layer L over
+                                             every head and real target position)
+``gmm/gate_mean/layer_L``         scalar     (GMM: their mean)
+``weighted/<layer>/kappa``,       histogram  the weights a model's attention kinds want
+``weighted/<layer>/alpha``                   watched (`models.attention_kinds.
+                                             monitored_weights`; the Weighted Transformer:
+                                             κ and α of each branched layer)
+``weighted/<layer>/kappa_I``,     scalar     the same per entry I, so trajectories show
 ``weighted/<layer>/alpha_I``
 ================================  =========  ===============================================
 
-Every `every` steps (κ/α: every `trainer.log_every` steps), unless that would
+Every `every` steps (weights: every `trainer.log_every` steps), unless that would
 take the dev evaluations and attention images over `max_time_share` of the
 wall time (default 5%, see `_Monitor`): then a refresh is postponed to a later
 multiple of `every`. Images need
@@ -80,27 +86,33 @@ def teacher_forcing_batch(processor, pairs):
     return pad(sources), pad(targets), source_pieces, target_pieces
 
 
-def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6):
+def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6, translator=None):
     """`texts -> translations` with the zoo's exported beam search, for any model.
 
     `keras_attn_zoo.export.Translator` applies the model's own hooks (the eager
-    translator's decoding rules and clean-up included).
+    translator's decoding rules and clean-up included). `translator`: the run's
+    `Translator` of `model`, searching here with `beam_size` and
+    `length_penalty` (its traced functions take them as inputs); None: one is
+    built.
     """
-    from keras_attn_zoo.export import Translator
+    if translator is None:
+        from keras_attn_zoo.export import Translator
 
-    translator = Translator(model, tokenizer, beam_size=beam_size,
-                            length_penalty=length_penalty)
+        translator = Translator(model, tokenizer, beam_size=beam_size,
+                                length_penalty=length_penalty)
 
     def translate(texts, batch_size=32):
-        return translator.translate_texts(list(texts), batch_size=batch_size)
+        return translator.translate_texts(list(texts), batch_size=batch_size,
+                                          beam_size=beam_size, length_penalty=length_penalty)
 
     translate.translator = translator
     return translate
 
 
 def fits_model(model, processor, pairs):
-    """The pairs whose source (+EOS) and target (+BOS) fit the model's `max_length`."""
-    limit = model.zoo_config.get("max_length")
+    """The pairs whose source (+EOS) and target (+BOS) fit the model's `max_length`
+    (its `max_decode_length`)."""
+    limit = model.max_decode_length
     if limit is None:
         return list(pairs)
     return [(s, t) for s, t in pairs
@@ -276,6 +288,8 @@ class DevTranslationMonitor(_Monitor):
         beam_size, length_penalty: the search (as exported).
         max_time_share: the most of the wall time the evaluations may take
             (see `_Monitor`; default 5%); None: every `every` steps.
+        translator: the run's `Translator` of `model` to search with (None:
+            one is built at the first evaluation).
 
     `history` holds `(step, bleu, chrf)` per evaluation, `timings` their
     seconds; after each evaluation the logs get `dev_eval_seconds` (its
@@ -287,10 +301,11 @@ class DevTranslationMonitor(_Monitor):
 
     def __init__(self, model, tokenizer, pairs, every=500, max_sentences=100,
                  num_examples=5, beam_size=4, length_penalty=0.6, raise_errors=False,
-                 max_time_share=0.05):
+                 max_time_share=0.05, translator=None):
         super().__init__(every, raise_errors, max_time_share)
         self.model = model
         self.tokenizer = tokenizer
+        self.translator = translator
         processor = sentencepiece_processor(tokenizer)
         self.pairs = fits_model(model, processor, list(pairs)[:4 * max_sentences])[
             :max_sentences]
@@ -307,7 +322,7 @@ class DevTranslationMonitor(_Monitor):
             return
         if self._translate is None:
             self._translate = text_translator(self.model, self.tokenizer, self.beam_size,
-                                              self.length_penalty)
+                                              self.length_penalty, self.translator)
         sources = [s for s, _ in self.pairs]
         references = [t for _, t in self.pairs]
         translations = self._translate(sources)
@@ -335,7 +350,8 @@ class DevTranslationMonitor(_Monitor):
 
 
 class AttentionMonitor(_Monitor):
-    """Attention heat maps of fixed dev sentences, RAN matrices and GMM gates.
+    """Attention heat maps of fixed dev sentences, the kinds' input-independent
+    attention (RAN's matrices) and GMM gates.
 
     Args:
         model, tokenizer: the model being trained and its vocabulary.
@@ -343,8 +359,10 @@ class AttentionMonitor(_Monitor):
             pieces per side (and fitting the model) are drawn, teacher forced on
             their references.
         every: steps between refreshes.
-        gate_sentences: dev pairs whose gate values fill the GMM histograms.
-        ran_size: positions of the RAN matrices drawn.
+        gate_sentences: dev pairs whose attention the kinds' monitored values are
+            read from (GMM's gate histograms).
+        ran_size: positions of the input-independent attention drawn (RAN's
+            matrices).
         max_time_share: the most of the wall time the refreshes may take
             (see `_Monitor`; default 5%: it runs the model on dev sentences
             and draws a matplotlib panel per layer and head); None: every
@@ -371,7 +389,7 @@ class AttentionMonitor(_Monitor):
                     and fits_model(model, self.processor, [(source, target)])):
                 self.pairs.append((source, target))
         self.ran_size = ran_size
-        self._has_gates = True
+        self._watches_attention = None  # whether the model's kinds read any: at first use
         self._warned = False
 
     def _image(self, tag, image):
@@ -385,7 +403,7 @@ class AttentionMonitor(_Monitor):
 
     def _write(self, trainer, step, logs):
         from keras_attn_zoo.evaluation.attention import attention_maps
-        from keras_attn_zoo.evaluation.attention import ran_matrices
+        from keras_attn_zoo.models.attention_kinds import attention_images
 
         model = self.model
         with trainer.writer.as_default(step=step):
@@ -402,84 +420,85 @@ class AttentionMonitor(_Monitor):
                             [f"head {h}" for h in range(grid.shape[1])],
                             x_labels=src, y_labels=tgt,
                             title=f"step {step}: {self.pairs[k][0][:80]}"))
-            for slot, weights in ran_matrices(model, self.ran_size).items():
-                self._image(f"attention/ran/{slot}", heatmap_grid_image(
+            for name, (weights, what) in attention_images(model, self.ran_size).items():
+                self._image(f"attention/{name}", heatmap_grid_image(
                     weights, [f"layer {l}" for l in range(weights.shape[0])],
                     [f"head {h}" for h in range(weights.shape[1])],
-                    title=f"step {step}: RAN {slot} softmax(A_l), first {self.ran_size} "
-                          "positions"))
+                    title=f"step {step}: {what}, first {self.ran_size} positions"))
             self._write_gates()
         trainer.writer.flush()
 
     def _write_gates(self):
-        from keras_attn_zoo.evaluation.attention import GMM_KEYS
+        """What the model's kinds read off the attention of the gate pairs (GMM's gates)."""
         from keras_attn_zoo.evaluation.attention import attention_maps
+        from keras_attn_zoo.models.attention_kinds import has_kind_hook
+        from keras_attn_zoo.models.attention_kinds import monitored_attention
 
-        if not self.gate_pairs or not self._has_gates:
+        if self._watches_attention is None:
+            self._watches_attention = has_kind_hook(self.model, "monitored_attention")
+        if not self.gate_pairs or not self._watches_attention:
             return
         source, target, _, target_pieces = teacher_forcing_batch(self.processor,
                                                                  self.gate_pairs)
         maps = attention_maps(self.model, source, target)
-        if not maps or GMM_KEYS[-1] not in maps:
-            self._has_gates = False  # the model's maps never hold gates: stop asking
+        if not maps:
             return
-        gate = maps["gmm_gate"]  # [L, B, h, T]
-        layers, batch, _, rows = gate.shape
+        batch, rows = np.shape(target)
         real = np.zeros((batch, rows), bool)
         for b, pieces in enumerate(target_pieces):
             real[b, :len(pieces) + 1] = True  # the EOS-predicting row is real too
-        for layer in range(layers):
-            values = np.transpose(gate[layer], (0, 2, 1))[real]  # [rows, h]
-            if np.isnan(values).all():
-                continue  # a decoder layer without a mixture
-            tf.summary.histogram(f"gmm/gate/layer_{layer}", values.reshape(-1))
-            tf.summary.scalar(f"gmm/gate_mean/layer_{layer}", float(values.mean()))
+        for tag, (kind, value) in monitored_attention(self.model, maps, real).items():
+            if kind == "histogram":
+                tf.summary.histogram(tag, value)
+            else:
+                tf.summary.scalar(tag, value)
 
 
-class BranchWeightMonitor(_Monitor):
-    """κ and α of the Weighted Transformer's branched layers: histograms and scalars.
+class WeightMonitor(_Monitor):
+    """The weights a model's attention kinds want watched (`models.attention_kinds.
+    monitored_weights`; the Weighted Transformer's κ and α): a histogram per tag
+    and a scalar per entry, `<tag>_I`.
 
     Args:
         model: the model being trained.
         every: steps between writes (None: the trainer's `log_every`).
     """
 
-    name = "BranchWeightMonitor"
+    name = "WeightMonitor"
 
     def __init__(self, model, every=None, raise_errors=False):
         super().__init__(every, raise_errors)
         self.model = model
 
     def _write(self, trainer, step, logs):
-        from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
+        from keras_attn_zoo.models.attention_kinds import monitored_weights
 
-        weights = weighted_branch_weights(self.model)
         with trainer.writer.as_default(step=step):
-            for layer, values in weights.items():
-                for name in ("kappa", "alpha"):
-                    vector = np.asarray(values[name], np.float32)
-                    tf.summary.histogram(f"weighted/{layer}/{name}", vector)
-                    for index, value in enumerate(vector):
-                        tf.summary.scalar(f"weighted/{layer}/{name}_{index}", float(value))
+            for tag, values in monitored_weights(self.model).items():
+                vector = np.asarray(values, np.float32)
+                tf.summary.histogram(tag, vector)
+                for index, value in enumerate(vector):
+                    tf.summary.scalar(f"{tag}_{index}", float(value))
 
 
-def _has_branches(model):
-    from keras_attn_zoo.models.weighted_transformer import branched_layers
+def _has_monitored_weights(model):
+    from keras_attn_zoo.models.attention_kinds import monitored_weights
 
-    return bool(branched_layers(model))
+    return bool(monitored_weights(model))
 
 
 def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=100,
                       num_examples=5, num_attention_sentences=3, beam_size=4,
                       length_penalty=0.6, raise_errors=False, max_time_share=0.05,
-                      dev_translation=True):
+                      dev_translation=True, translator=None):
     """The monitors `recipes/train_wmt.py` installs (see the module docstring).
 
     Args:
         model: the model being trained.
         tokenizer: its SentencePiece vocabulary (keras-hub tokenizer, path or bytes).
         valid_pairs: dev `(source, reference)` pairs (may be empty: then only
-            κ/α and RAN matrices are written).
+            the monitored weights and the input-independent attention are
+            written).
         every: steps between dev evaluations and attention images.
         bleu_sentences: dev pairs translated for BLEU/chrF.
         num_examples: translations in the text table.
@@ -492,6 +511,8 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
             postpones its refresh, see `_Monitor`). None: every `every` steps.
         dev_translation: include the dev BLEU monitor (False when early
             stopping evaluates the valid split itself).
+        translator: the run's `Translator` of `model` for the dev BLEU monitor
+            (None: it builds one).
 
     Returns:
         A list of callback objects for `Trainer(callbacks=...)`.
@@ -505,19 +526,19 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
         callbacks.append(DevTranslationMonitor(
             model, tokenizer, valid_pairs, every=every, max_sentences=bleu_sentences,
             num_examples=num_examples, beam_size=beam_size, length_penalty=length_penalty,
-            raise_errors=raise_errors, max_time_share=dev_share))
+            raise_errors=raise_errors, max_time_share=dev_share, translator=translator))
     callbacks.append(AttentionMonitor(
         model, tokenizer, valid_pairs, every=every, num_sentences=num_attention_sentences,
         raise_errors=raise_errors, max_time_share=attention_share))
-    if _has_branches(model):
-        callbacks.append(BranchWeightMonitor(model, raise_errors=raise_errors))
+    if _has_monitored_weights(model):
+        callbacks.append(WeightMonitor(model, raise_errors=raise_errors))
     return callbacks
 
 
 __all__ = [
     "AttentionMonitor",
-    "BranchWeightMonitor",
     "DevTranslationMonitor",
+    "WeightMonitor",
     "default_callbacks",
     "heatmap_grid_image",
     "teacher_forcing_batch",

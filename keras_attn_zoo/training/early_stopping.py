@@ -85,6 +85,8 @@ class EarlyStopping(DevTranslationMonitor):
             model); None: all.
         beam_size, length_penalty: the search (1: greedy).
         keep_best: how many of the best evaluations' checkpoints to keep.
+        translator: the run's `Translator` of `model` (searching with this
+            `beam_size`); None: one is built.
 
     After training: `best_step`, `best_score`, `best_checkpoints()` (best
     first), `evaluations` (every session's) and `summary()` for the results.
@@ -94,7 +96,7 @@ class EarlyStopping(DevTranslationMonitor):
 
     def __init__(self, model, tokenizer, pairs, run_dir, every=500, metric="bleu",
                  patience=4, min_improvement=0.0, max_sentences=None, beam_size=1,
-                 length_penalty=0.6, keep_best=1):
+                 length_penalty=0.6, keep_best=1, translator=None):
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got {metric!r}.")
         if every < 1:
@@ -108,7 +110,7 @@ class EarlyStopping(DevTranslationMonitor):
         super().__init__(model, tokenizer, pairs, every=every,
                          max_sentences=max_sentences or len(pairs), beam_size=beam_size,
                          length_penalty=length_penalty, raise_errors=True,
-                         max_time_share=None)
+                         max_time_share=None, translator=translator)
         self.run_dir = pathlib.Path(run_dir)
         self.metric = metric
         self.patience = patience

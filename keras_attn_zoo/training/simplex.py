@@ -1,16 +1,16 @@
 """Recording the Weighted Transformer's κ and α while training.
 
-The simplex projection and the κ/α optimiser live in `keras_attn_zoo.optimizers`
-(low level, so layers and models can use them); re-exported here for old
-import paths.
+The simplex projection lives with the layer (`keras_attn_zoo.layers.
+simplex_projection`) and the κ/α optimiser with the model (`keras_attn_zoo.
+models.weighted_optimizer`); re-exported here for old import paths.
 """
 
 import keras
 
-from keras_attn_zoo.optimizers import BranchWeightAdam  # noqa: F401 (re-export)
-from keras_attn_zoo.optimizers import SimplexProjection  # noqa: F401 (re-export)
-from keras_attn_zoo.optimizers import port_branch_weight_schedule  # noqa: F401
-from keras_attn_zoo.optimizers import project_onto_simplex  # noqa: F401 (re-export)
+from keras_attn_zoo.layers.simplex_projection import SimplexProjection  # noqa: F401
+from keras_attn_zoo.layers.simplex_projection import project_onto_simplex  # noqa: F401
+from keras_attn_zoo.models.weighted_optimizer import BranchWeightAdam  # noqa: F401
+from keras_attn_zoo.models.weighted_optimizer import port_branch_weight_schedule  # noqa: F401
 
 
 class BranchWeightHistory(keras.callbacks.Callback):

@@ -28,7 +28,8 @@ def select_strategy(name="auto"):
         if "TF_CONFIG" not in os.environ:
             raise ValueError(
                 "--strategy multi_worker needs the TF_CONFIG environment variable "
-                "(cluster addresses and this worker's task); see the README."
+                "(cluster addresses and this worker's task); see docs/training.md, "
+                "\"Multi-worker\"."
             )
         json.loads(os.environ["TF_CONFIG"])  # fail early on malformed JSON
         return tf.distribute.MultiWorkerMirroredStrategy()

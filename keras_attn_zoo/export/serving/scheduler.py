@@ -56,7 +56,7 @@ import threading
 import time
 
 
-# Defaults, chosen on 2 shared CPU cores with the small Transformer (README,
+# Defaults, chosen on 2 shared CPU cores with the small Transformer (docs/serving.md,
 # "Exporting and serving"): 512 padded tokens is about 40 one-line sentences.
 DEFAULT_MAX_BATCH_TOKENS = 512
 DEFAULT_MAX_BATCH_SENTENCES = 64

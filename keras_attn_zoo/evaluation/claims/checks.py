@@ -1,0 +1,129 @@
+"""Checks that several papers' claims share: BLEU against the Transformer (paired
+bootstrap per seed), a decoding-speed ratio, an alignment error rate below a
+reference's.
+
+* AER: the attention's argmax word links (teacher forced) against eflomal's
+  links of the test sentences (`probes.align_test_with_eflomal`); a seed is
+  for when the model's AER is at least `AER_MARGIN` (0.05) below the
+  reference's, against when it is not below at all.
+"""
+
+from keras_attn_zoo.evaluation.claims.engine import BASELINE
+from keras_attn_zoo.evaluation.claims.engine import display_name
+from keras_attn_zoo.evaluation.claims.engine import majority_verdict
+from keras_attn_zoo.evaluation.claims.engine import rounded
+from keras_attn_zoo.evaluation.claims.engine import spread
+from keras_attn_zoo.evaluation.claims.engine import value_at
+from keras_attn_zoo.evaluation.significance import ALPHA
+from keras_attn_zoo.evaluation.significance import compare_verdict
+from keras_attn_zoo.evaluation.significance import ratio_verdict
+
+AER_MARGIN = 0.05
+
+
+def versus_transformer(cells, model):
+    rows = cells.seeds(model, "versus_transformer.bleu_difference",
+                       "versus_transformer.bleu_p_value")
+    seeds = [seed for seed, _ in rows]
+    differences = [float(value_at(c, "versus_transformer.bleu_difference")) for _, c in rows]
+    p_values = [float(value_at(c, "versus_transformer.bleu_p_value")) for _, c in rows]
+    return seeds, differences, p_values
+
+
+def bleu_sentence(model, differences, p_values):
+    better = sum(d > 0 and p < ALPHA for d, p in zip(differences, p_values))
+    worse = sum(d < 0 and p < ALPHA for d, p in zip(differences, p_values))
+    return (f"BLEU {display_name(model)} minus Transformer (same seed, paired bootstrap): "
+            f"{spread(differences, signed=True)}; significantly better (p < {ALPHA}) on "
+            f"{better}, significantly worse on {worse} of {len(differences)} seeds.")
+
+
+def bleu_numbers(seeds, differences, p_values):
+    return {"seeds": seeds, "bleu_difference": rounded(differences),
+            "bleu_p_value": rounded(p_values)}
+
+
+def at_least_transformer(model):
+    def check(cells):
+        seeds, differences, p_values = versus_transformer(cells, model)
+        return (bleu_sentence(model, differences, p_values),
+                bleu_numbers(seeds, differences, p_values),
+                compare_verdict(differences, p_values))
+    return check
+
+
+def below_transformer(model):
+    def check(cells):
+        seeds, differences, p_values = versus_transformer(cells, model)
+        # The claim "Transformer > model": the Transformer is the system.
+        verdict = compare_verdict([-d for d in differences], p_values)
+        return (bleu_sentence(model, differences, p_values),
+                bleu_numbers(seeds, differences, p_values), verdict)
+    return check
+
+
+def speed_ratio(model, key, claimed, tolerance, what, reference=BASELINE):
+    def check(cells):
+        paired = cells.paired(model, [key], baseline=reference)
+        # Timed in the cell's process, round by round with the reference (the
+        # leaderboard's `decode_versus`): the machine's load cancels out. Else the
+        # two cells' own timings, which may have run under different loads.
+        same_run = [value_at(c, f"decode_versus.{reference}.ratio") for _, c, _ in paired]
+        same_process = all(r is not None for r in same_run)
+        if same_process:
+            ratios, how = [float(r) for r in same_run], "timed in one process, round by round"
+        else:
+            ratios = [float(c[key]) / float(b[key]) for _, c, b in paired]
+            how = "timed in separate cells, whose machine load may differ"
+        own = [float(c[key]) for _, c, _ in paired]
+        base = [float(b[key]) for _, _, b in paired]
+        batch = paired[0][1].get("decode_batch")
+        at = f" at batch {batch}" if batch else ""
+        measurement = (f"{what} of {display_name(model)} / {display_name(reference)}{at} (same seed, "
+                       f"{how}): {spread(ratios, unit='x')} ({display_name(model)} "
+                       f"{spread(own, 1)}, {display_name(reference)} {spread(base, 1)}); claimed "
+                       f"{claimed}x, confirmed from {claimed * (1 - tolerance):.2f}x.")
+        # Timed after the cell ran (leaderboard --retime-decoding), maybe against a
+        # retrained peer: say how far both models still translate as their cells did.
+        retimed = [(s, value_at(c, f"decode_versus.{reference}.retimed"))
+                   for s, c, _ in paired]
+        retimed = [(s, r) for s, r in retimed if r is not None and same_process]
+        if retimed:
+            measurement += (
+                f" Seed {', '.join(str(s) for s, _ in retimed)} timed after its cells "
+                f"(leaderboard --retime-decoding); share of the timed batch each model "
+                f"translates as its cell did (below 100%: retrained, not the model its "
+                f"cell scored): " + "; ".join(
+                    f"{display_name(model)} {r['agreement_with_cell']:.0%}, {display_name(reference)} "
+                    f"{r['peer_agreement_with_cell']:.0%}" for _, r in retimed) + ".")
+        numbers = {"seeds": [s for s, _, _ in paired], "ratio": rounded(ratios),
+                   "same_process": same_process, "retimed_seeds": [s for s, _ in retimed],
+                   key: own, f"{reference}_{key}": base, "claimed": claimed,
+                   "tolerance": tolerance}
+        return measurement, numbers, ratio_verdict(ratios, claimed, tolerance)
+    return check
+
+
+def lower_aer(model, baseline_key, what):
+    """AER of `model` below `baseline_key` ("transformer" or the monotone alignment)."""
+    def check(cells):
+        key = "probes.aer.aer"
+        if baseline_key == "monotone":
+            rows = [(s, c, c) for s, c in cells.seeds(model, key, "probes.aer.monotone_aer")]
+            base_key = "probes.aer.monotone_aer"
+        else:
+            rows = cells.paired(model, [key], baseline=baseline_key)
+            base_key = key
+        own = [float(value_at(c, key)) for _, c, _ in rows]
+        base = [float(value_at(b, base_key)) for _, _, b in rows]
+        outcomes = [True if b - a >= AER_MARGIN else False if a >= b else None
+                    for a, b in zip(own, base)]
+        sentences = [value_at(c, "probes.aer.sentences") for _, c, _ in rows]
+        measurement = (f"AER of {display_name(model)}'s attention (argmax word links, teacher "
+                       f"forced) against eflomal's links on {sentences[0]} test sentences: "
+                       f"{spread(own, 3)}; {what}: {spread(base, 3)}; a seed counts at >= "
+                       f"{AER_MARGIN} lower.")
+        numbers = {"seeds": [s for s, _, _ in rows], "aer": rounded(own),
+                   "reference_aer": rounded(base), "sentences": sentences}
+        return measurement, numbers, majority_verdict(outcomes)
+    return check

@@ -1,0 +1,182 @@
+"""Probes of one trained model: what the claims need from it, as a JSON-serialisable
+dict the leaderboard stores in the cell's ``"probes"``.
+
+The attention's entropy and its alignment error rate against eflomal's links
+are measured here for every attention model; what one mechanism needs (GMM's
+gates, the Weighted Transformer's κ and α, the RAN matrices, RNNsearch's heat
+maps) comes from that paper's module.
+"""
+
+import math
+import pathlib
+
+from keras_attn_zoo.evaluation import analysis
+from keras_attn_zoo.evaluation import report
+from keras_attn_zoo.evaluation.claims import bahdanau
+from keras_attn_zoo.evaluation.claims import gmm
+from keras_attn_zoo.evaluation.claims import ran
+from keras_attn_zoo.evaluation.claims import weighted
+
+
+def align_test_with_eflomal(train_pairs, test_pairs, cache_dir):
+    """eflomal links of the test pairs, aligned together with the training pairs.
+
+    eflomal is unsupervised: aligning the test sentences alone would give it
+    too little statistics, so train and test are aligned in one run (cached
+    by `models.eager.preprocessing.align_with_eflomal`) and the test pairs'
+    links returned. Words are the whitespace-split words of the texts (what
+    `analysis` and `report.alignment_quality` expect); the links are the
+    forward (source -> target) model's, one source word per target word at
+    most, like the attention's argmax links.
+
+    Returns:
+        One list of `(source word, target word)` links per test pair.
+    """
+    from keras_attn_zoo.models.eager.preprocessing import align_with_eflomal
+
+    train_pairs, test_pairs = list(train_pairs), list(test_pairs)
+    links = align_with_eflomal(train_pairs + test_pairs, cache_dir)
+    return links[len(train_pairs):]
+
+
+def _gold(item, pair):
+    """An `Alignment` from a Pharaoh line, an `Alignment` or `(i, j)` links."""
+    from keras_attn_zoo.data.alignments import Alignment
+    from keras_attn_zoo.data.alignments import check_links
+    from keras_attn_zoo.data.alignments import parse_pharaoh_line
+
+    source, target = (len(text.split()) for text in pair)
+    if isinstance(item, Alignment):
+        return item
+    if isinstance(item, str):
+        return parse_pharaoh_line(item, source, target)
+    links = [(int(i), int(j)) for i, j in item]
+    check_links(links, source, target)
+    return Alignment(links, set(links), set(links))
+
+
+def _alignment(stats, pairs, links, layer):
+    """`report.alignment_quality` plus the AER of a monotone alignment of the same sentences."""
+    from keras_attn_zoo.models.eager.preprocessing import monotone_links
+
+    gold = [_gold(item, pair) for item, pair in zip(links, pairs)]
+    quality = report.alignment_quality(stats, pairs, gold, layer)
+    skipped = {number - 1 for number in quality["skipped_lines"]}
+    kept = [k for k in range(len(pairs)) if k not in skipped]
+    if kept:
+        diagonal = [set(monotone_links(len(pairs[k][0].split()), len(pairs[k][1].split())))
+                    for k in kept]
+        scores = analysis.alignment_scores(diagonal, [gold[k] for k in kept])
+        quality["monotone_aer"] = None if math.isnan(scores["aer"]) else round(scores["aer"], 4)
+    return quality
+
+
+def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
+                max_pairs=200, source_links=None, batch_size=32):
+    """What the claims need from one trained model, as a JSON-serialisable dict.
+
+    Teacher forced on the references of the first `max_pairs` test pairs
+    (those the model accepts; `report.fitting_pairs`), padding excluded.
+
+    Args:
+        model: a trained zoo model.
+        tokenizer: its SentencePiece tokenizer (or a processor or `.model` path).
+        pairs: `(source, reference)` test texts.
+        out_dir: where the images go (created); paths in ``"files"`` are
+            relative to it.
+        model_name: the leaderboard's key, recorded in the result.
+        make_batch: `pairs -> (source_ids, target_ids, source_pieces,
+            target_pieces)`, i.e. `functools.partial(
+            training.callbacks.teacher_forcing_batch, processor)` (passed in
+            because evaluation ranks below training).
+        max_pairs: how many pairs to probe.
+        source_links: eflomal's (or any) word links of `pairs`, one entry per
+            pair: a Pharaoh line, an `Alignment` or a list of `(i, j)`
+            (`align_test_with_eflomal`); None: no AER.
+        batch_size: sentences per teacher-forced pass.
+
+    Returns:
+        ``{"model", "pairs_probed", "pairs_skipped_too_long", "files",
+        "unavailable"}`` and, where they apply:
+
+        * every attention model: ``"cross_attention_entropy"`` (nats, per
+          decoder layer, heads and real rows averaged; the fused weights for
+          GMM), ``"cross_attention_entropy_mean"``,
+          ``"cross_attention_entropy_by_length"`` (source words: <= 20,
+          21-40, > 40, the GMM paper's Table 6), ``"entropy_per_layer"``
+          (every slot: encoder/decoder self, GMM's dot-product and mixture
+          parts);
+        * with `source_links`: ``"aer"`` (`report.alignment_quality` of the
+          penultimate decoder layer, the last for one layer, heads averaged,
+          plus ``"monotone_aer"``, the AER of a monotone alignment of the same
+          sentences);
+        * GMM: ``"gmm_gate_per_layer"``, the mean gate g per decoder layer,
+          g being the Gaussian mixture's weight (`gamma = (1 - g) alpha + g
+          beta`); None for a layer without a mixture;
+        * Weighted Transformer: ``"branch_weights"``, per branched layer κ, α
+          and their total-variation distances from uniform;
+        * RAN: ``"ran_matrix_patterns"`` (`attention_pattern` of every layer
+          and head of each RAN stack at the probed sentences' median length,
+          and per slot the share of matrices that look like the paper's) and
+          one grid of heat maps per slot, ``ran/<slot>.png`` (rows layers,
+          columns heads);
+        * RNNsearch: heat maps of its attention on the first three pairs under
+          ``heatmaps/``.
+    """
+    from keras_attn_zoo.data.vocabulary import sentencepiece_processor
+    from keras_attn_zoo.evaluation.attention import has_attention
+
+    out_dir = pathlib.Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    pairs = list(pairs)[:max_pairs]
+    links = None if source_links is None else list(source_links)[:max_pairs]
+    if links is not None and len(links) != len(pairs):
+        raise ValueError(f"{len(links)} source links for {len(pairs)} pairs: give one "
+                         "alignment per pair.")
+    files, unavailable = [], {}
+    result = {"model": model_name, "pairs_probed": 0, "pairs_skipped_too_long": 0,
+              "files": files, "unavailable": unavailable}
+    if not has_attention(model):
+        reason = (f"{type(model).__name__} has no attention weights: it reads the source "
+                  "and writes the target at the same time.")
+        for name in ("cross_attention_entropy", "aer", "heat maps"):
+            unavailable[name] = reason
+        return result
+    processor = sentencepiece_processor(tokenizer)
+    limit = model.max_decode_length
+    kept = report.fitting_pairs(processor, pairs, limit, limit)
+    result["pairs_skipped_too_long"] = len(pairs) - len(kept)
+    pairs = [pairs[k] for k in kept]
+    links = None if links is None else [links[k] for k in kept]
+    result["pairs_probed"] = len(pairs)
+    if not pairs:
+        unavailable["attention"] = (f"no test pair fits the model's max_length {limit}.")
+        return result
+
+    stats = report.attention_statistics(model, pairs, make_batch, batch_size)
+    buckets = analysis.length_buckets([len(source.split()) for source, _ in pairs],
+                                      analysis.DEFAULT_ENTROPY_BOUNDARIES)
+    summary = report.summarise_attention(stats, buckets)
+    result["cross_attention_entropy"] = summary["per_layer"]["cross"]
+    result["cross_attention_entropy_mean"] = summary["all"]["cross"]
+    result["cross_attention_entropy_by_length"] = summary["by_length"]["cross"]
+    result["entropy_per_layer"] = summary["per_layer"]
+    layers = stats["cross"][0].shape[0]
+    alignment_layer = layers - 2 if layers >= 2 else layers - 1
+
+    if links is not None:
+        result["aer"] = _alignment(stats, pairs, links, alignment_layer)
+    else:
+        unavailable["aer"] = ("no source links given (eflomal's links of the test "
+                              "sentences: align_test_with_eflomal).")
+    if "cross_mixture" in stats["entropy"]:
+        result["gmm_gate_per_layer"] = gmm.gate_per_layer(model, pairs, make_batch,
+                                                          batch_size)
+    branches = weighted.branch_weights(model)
+    if branches:
+        result["branch_weights"] = branches
+    patterns = ran.matrix_patterns(model, stats, out_dir, files)
+    if patterns["matrices"]:
+        result["ran_matrix_patterns"] = patterns
+    bahdanau.heatmaps(model, stats, alignment_layer, out_dir, files)
+    return result

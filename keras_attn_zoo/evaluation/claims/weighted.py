@@ -1,0 +1,120 @@
+"""The Weighted Transformer paper's claims (Ahmed et al., 2017) and the κ/α probe.
+
+Thresholds and where they come from:
+
+* Weighted Transformer, "converges 15-40% faster": on the dev curves (BLEU
+  against steps, both models, same seed) the steps at which each first
+  reaches the Transformer's best dev BLEU (linear interpolation between
+  evaluations). A seed is for when the Weighted Transformer needs at most
+  `FASTER_STEPS_RATIO` (0.85, the paper's lower end, 15% fewer) of the
+  Transformer's steps; against when it needs as many or more, or never gets
+  there.
+* κ and α away from uniform: total-variation distance from uniform,
+  `0.5 * sum |w_i - 1/M|` (0 to `1 - 1/M`), averaged over the branched
+  layers. A seed is for when both κ's and α's are >= `BRANCH_TV_THRESHOLD`
+  (0.05: e.g. 0.30/0.25/0.25/0.20 at M = 4), against when both are below.
+  The paper (Figure 3) shows the weights moving apart without a number.
+"""
+
+import numpy as np
+
+from keras_attn_zoo.evaluation.claims.checks import at_least_transformer
+from keras_attn_zoo.evaluation.claims.engine import majority_verdict
+from keras_attn_zoo.evaluation.claims.engine import rounded
+from keras_attn_zoo.evaluation.claims.engine import spread
+
+WEIGHTED_PAPER = "Weighted Transformer (Ahmed et al., 2017)"
+FASTER_STEPS_RATIO = 0.85
+BRANCH_TV_THRESHOLD = 0.05
+
+
+def total_variation_from_uniform(weights):
+    """`0.5 * sum_i |w_i - 1/M|`: 0 for uniform weights, `1 - 1/M` for one-hot."""
+    weights = np.asarray(weights, dtype=np.float64)
+    return float(0.5 * np.abs(weights - 1.0 / weights.size).sum())
+
+
+def branch_weights(model):
+    from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
+
+    rows = []
+    for name, weights in weighted_branch_weights(model).items():
+        rows.append({"layer": name, "kappa": weights["kappa"], "alpha": weights["alpha"],
+                     "kappa_tv_from_uniform": total_variation_from_uniform(weights["kappa"]),
+                     "alpha_tv_from_uniform": total_variation_from_uniform(weights["alpha"])})
+    return rows
+
+
+def steps_to_reach(curve, target):
+    """First (interpolated) step at which the dev BLEU reaches `target`; None: never."""
+    points = sorted((float(p["step"]), float(p["bleu"])) for p in curve
+                    if p.get("step") is not None and p.get("bleu") is not None)
+    previous = None
+    for step, bleu in points:
+        if bleu >= target:
+            if previous is None or bleu == previous[1]:
+                return step
+            fraction = (target - previous[1]) / (bleu - previous[1])
+            return previous[0] + fraction * (step - previous[0])
+        previous = (step, bleu)
+    return None
+
+
+def steps_check(cells):
+    paired = cells.paired("weighted", ["learning_curve"])
+    rows, outcomes = [], []
+    for seed, cell, base in paired:
+        best = max((float(p["bleu"]) for p in base["learning_curve"]
+                    if p.get("bleu") is not None), default=None)
+        if best is None or best <= 0:
+            outcomes.append(None)
+            rows.append({"seed": seed, "target_bleu": best, "transformer_steps": None,
+                         "weighted_steps": None, "ratio": None})
+            continue
+        base_steps = steps_to_reach(base["learning_curve"], best)
+        own_steps = steps_to_reach(cell["learning_curve"], best)
+        ratio = None if own_steps is None else own_steps / max(base_steps, 1.0)
+        outcomes.append(False if ratio is None or ratio >= 1.0 else
+                        True if ratio <= FASTER_STEPS_RATIO else None)
+        rows.append({"seed": seed, "target_bleu": round(best, 4),
+                     "transformer_steps": round(base_steps, 1),
+                     "weighted_steps": None if own_steps is None else round(own_steps, 1),
+                     "ratio": None if ratio is None else round(ratio, 4)})
+    ratios = [r["ratio"] for r in rows if r["ratio"] is not None]
+    never = sum(r["weighted_steps"] is None and r["transformer_steps"] is not None
+                for r in rows)
+    measurement = ("Dev BLEU against steps, same seed: steps the Weighted Transformer needs "
+                   "to reach the Transformer's best dev BLEU, over the steps the "
+                   "Transformer needs: " + (spread(ratios) if ratios else "none")
+                   + f"; never reached on {never} of {len(rows)} seeds (paper: 15-40% "
+                   f"faster; a seed counts at <= {FASTER_STEPS_RATIO}).")
+    return measurement, {"per_seed": rows}, majority_verdict(outcomes)
+
+
+def branches_check(cells):
+    rows = cells.seeds("weighted", "probes.branch_weights")
+    kappas, alphas, outcomes = [], [], []
+    for _, cell in rows:
+        layers = cell["probes"]["branch_weights"]
+        kappa = float(np.mean([layer["kappa_tv_from_uniform"] for layer in layers]))
+        alpha = float(np.mean([layer["alpha_tv_from_uniform"] for layer in layers]))
+        kappas.append(kappa)
+        alphas.append(alpha)
+        moved = [kappa >= BRANCH_TV_THRESHOLD, alpha >= BRANCH_TV_THRESHOLD]
+        outcomes.append(True if all(moved) else False if not any(moved) else None)
+    measurement = (f"Total-variation distance from uniform, mean over the branched layers: "
+                   f"κ {spread(kappas, 3)}, α {spread(alphas, 3)} (0 uniform, "
+                   f"1 - 1/M one-hot); a seed counts when both are >= "
+                   f"{BRANCH_TV_THRESHOLD}.")
+    numbers = {"seeds": [s for s, _ in rows], "kappa_tv": rounded(kappas),
+               "alpha_tv": rounded(alphas)}
+    return measurement, numbers, majority_verdict(outcomes)
+
+
+CLAIMS = [
+    (WEIGHTED_PAPER, "Better BLEU than the Transformer (paper: +0.5 En-De, +0.4 En-Fr)",
+     at_least_transformer("weighted")),
+    (WEIGHTED_PAPER, "Reaches the Transformer's BLEU in fewer steps (paper: converges "
+                     "15-40% faster)", steps_check),
+    (WEIGHTED_PAPER, "κ and α move away from uniform (Figure 3)", branches_check),
+]
