@@ -19,7 +19,7 @@ cell dropout or recurrent dropout in training (per-step masks), and where Keras
 may use cuDNN (a visible GPU with the TensorFlow backend, or `use_cudnn=True`).
 This module holds what the two share.
 
-Measured (issue 36, `benchmarks/rnn_throughput.py`): see the README's
+Measured (issue 36, `benchmarks/rnn_throughput.py`): see docs/speed.md's
 "RNN training speed".
 """
 

@@ -28,7 +28,7 @@ per shape and counts them (`compiled_shapes`); it warns when that number keeps
 growing, the sign of data with a new shape in every batch. On CPU the default
 is off: on 2 cores the compiled step of the `small` Transformer ran at 0.98x
 the graph-mode step's tokens/s (fixed shapes, 18.8% padding instead of 12.9%)
-after an 89 s first pass over its 8 shapes (README, "Training speed").
+after an 89 s first pass over its 8 shapes (docs/speed.md, "Training speed").
 """
 
 import dataclasses
