@@ -124,3 +124,21 @@ def test_mixed_precision_step_projecting_real_tokens_matches_within_bf16():
     assert fast["loss"] == pytest.approx(full["loss"], rel=1e-2)
     for got, expected in zip(fast_weights, full_weights):
         np.testing.assert_allclose(got, expected, atol=2e-2)
+
+
+def test_mixed_precision_logits_are_float32_within_bf16_of_the_float32_ones():
+    """Under mixed_bfloat16 the tied output layer multiplies in bf16 and returns
+    float32 logits, within bf16 rounding of the float32 layer's."""
+    from keras_attn_zoo.layers.embedding import SharedEmbedding
+
+    hidden = tf.random.stateless_normal((6, 16), seed=(1, 2))
+    full = SharedEmbedding(50, 16)
+    mixed = SharedEmbedding(50, 16, dtype="mixed_bfloat16")
+    full.build(), mixed.build()
+    mixed.set_weights(full.get_weights())
+    expected = full(hidden, reverse=True).numpy()
+    logits = mixed(hidden, reverse=True)
+    assert logits.dtype == tf.float32
+    # bf16 keeps 8 bits of mantissa: each of the 16 products rounds to ~0.4%.
+    np.testing.assert_allclose(logits.numpy(), expected, atol=0.05 * np.abs(expected).max())
+    assert not np.array_equal(logits.numpy(), expected)  # the product really ran in bf16
