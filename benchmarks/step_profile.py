@@ -11,7 +11,8 @@ directly:
 
 * every TensorFlow op's *own* time (its span on an executor thread less the ops
   nested in it), summed per op, per op type and per category: the output
-  projection (the tied ``[d, V]`` matmul, forward and backward), the loss
+  projection (the tied ``[d, V]`` matmul and its operand transposes, forward and
+  backward), the loss
   (``token_loss`` scope), attention, feed-forward, layer norm, residual dropout,
   embedding lookup, casts, the optimizer update (``adam`` scope), recurrent cells
   (RNN models) and the rest; each split into forward and backward
@@ -53,14 +54,16 @@ CATEGORIES = (
     ("layer norm", r"_norm(_\d+)?/"),
     ("attention", r"attention"),
     ("feed-forward", r"feed_forward"),
-    ("output projection", r"shared_embedding[^/]*/(Tensordot|MatMul|transpose|Cast"
-                          r"|matmul)|output_projection"),
-    ("embedding", r"shared_embedding|embedding"),
     ("dropout", r"dropout"),
+    ("embedding", r"embedding"),
     ("recurrent cells", r"(gru|lstm|rnn|while)"),
 )
 CATEGORY_PATTERNS = [(name, re.compile(pattern, re.IGNORECASE))
                      for name, pattern in CATEGORIES]
+# The tied output layer: a product (or its operand's transpose) in the shared
+# embedding's scope; grappler renames them (`.../ArithmeticOptimizer/...`).
+OUTPUT_PROJECTION = re.compile(r"shared_embedding|output_projection")
+PRODUCT_TYPE = re.compile(r"MatMul|Transpose|Einsum")
 # Executor threads: their events are the ops (the Eigen pool's threads only
 # record which region they helped with).
 EXECUTOR_THREAD = re.compile(r"^tf_Compute|^tf_inter_op|^tf_data")
@@ -105,6 +108,8 @@ def categorize(op_name, op_type):
     """The category of one op, from its type (casts) and its name scope."""
     if op_type == "Cast":
         return "cast"
+    if OUTPUT_PROJECTION.search(op_name) and PRODUCT_TYPE.search(op_type):
+        return "output projection"
     for category, pattern in CATEGORY_PATTERNS:
         if pattern.search(op_name):
             return category
