@@ -16,13 +16,20 @@
      (float32 logits), trained by a custom step with the same optimizer (Adam 0.9 /
      0.98 / 1e-9, inverse-square-root schedule), the same loss
      (``token_loss_sum``, label smoothing 0.1) and the same XLA setting,
+     over the full logits (ours projects only the real target tokens,
+     ``Trainer(project_real_tokens=True)``; since 2026-11-25, issue 36, the
+     loss both use is one softmax with a hand-written gradient on TensorFlow,
+     so keras-hub's step got faster with ours),
 
    on the same batches, in the same process, alternating (A B, B A, ...). The goal
    of issue 7: ours >= 1.2x keras-hub.
 2. **MFU** of every row: model FLOPs per step (``keras_attn_zoo.evaluation.flops``,
    forward + backward, matmuls only) over the step time, divided by the machine's
    matmul rate in the row's precision (``common.matmul_rate``).
-3. **Every zoo model** (``--zoo-preset``, default small, float32, no XLA): tokens/s
+3. **bf16 against float32** (``--precision-ab``): ours in both precisions,
+   alternating in one process, beside the ratio of the same process's bf16 and
+   float32 matmul rates (the step's bf16 gain against a bare matmul's).
+4. **Every zoo model** (``--zoo-preset``, default small, float32, no XLA): tokens/s
    relative to our Transformer on the same batches, all models alternating.
 
 Batches: synthetic ids of realistic lengths (default: source and target padded to
@@ -89,6 +96,9 @@ def parse_args(argv=None):
                              "any batch and length, as Trainer.train does on bucketed "
                              "data) or static (traced for the benchmark's one shape)")
     parser.add_argument("--no-keras-hub", action="store_true")
+    parser.add_argument("--precision-ab", action="store_true",
+                        help="also time ours in float32 against ours in bf16, "
+                             "alternating in one process")
     parser.add_argument("--no-zoo", action="store_true",
                         help="skip the every-zoo-model table")
     parser.add_argument("--zoo-preset", default="small")
@@ -322,6 +332,39 @@ def measure_ours_vs_keras_hub(args, batches, vocab_size, peaks):
     return rows
 
 
+def measure_precision_ab(args, batches, vocab_size, peaks):
+    """Ours in float32 and in bf16 mixed precision, alternating, per preset."""
+    import keras
+
+    from keras_attn_zoo.models import transformer
+    from keras_attn_zoo.workflow import MIXED_PRECISION_POLICIES
+
+    rows = []
+    for preset in args.presets:
+        contenders = {}
+        for precision in ("float32", "bf16"):
+            keras.mixed_precision.set_global_policy(
+                MIXED_PRECISION_POLICIES["bf16" if precision == "bf16" else "none"])
+            seed_everything(0)
+            step = zoo_step(transformer(vocab_size, preset=preset))
+            contenders[precision] = stepper(
+                relax(step, batches) if args.shapes == "relaxed" else step,
+                batches, args.steps)
+        keras.mixed_precision.set_global_policy("float32")
+        timings, _ = common.alternate(contenders, args.repeats, args.warmup)
+        rows.append({
+            "preset": preset,
+            "float32_step_seconds": timings["float32"].median / args.steps,
+            "bf16_step_seconds": timings["bf16"].median / args.steps,
+            "bf16_over_float32": timings["float32"].median / timings["bf16"].median,
+            "matmul_bf16_over_float32": peaks["bf16"] / peaks["float32"],
+            "spread_float32": timings["float32"].spread,
+            "spread_bf16": timings["bf16"].spread,
+        })
+        print(common.format_table(rows[-1:], PRECISION_COLUMNS), flush=True)
+    return rows
+
+
 def measure_zoo(args, batches, vocab_size, peaks):
     from keras_attn_zoo.evaluation.flops import training_flops
     from keras_attn_zoo.models import build_model
@@ -362,6 +405,12 @@ TABLE_COLUMNS = [
     ("tokens_per_s", "tgt tok/s", ".0f"), ("ours_over_keras_hub", "ours/hub", ".2f"),
     ("mfu", "MFU", ".1%"), ("spread", "spread", ".2f"),
 ]
+PRECISION_COLUMNS = [
+    ("preset", "preset", ""), ("float32_step_seconds", "float32 s/step", ".3f"),
+    ("bf16_step_seconds", "bf16 s/step", ".3f"), ("bf16_over_float32", "bf16 x", ".2f"),
+    ("matmul_bf16_over_float32", "matmul bf16 x", ".2f"),
+    ("spread_float32", "spread f32", ".2f"), ("spread_bf16", "spread bf16", ".2f"),
+]
 ZOO_COLUMNS = [
     ("model", "model", ""), ("params", "params", ","), ("step_seconds", "s/step", ".3f"),
     ("tokens_per_s", "tgt tok/s", ".0f"),
@@ -398,13 +447,16 @@ def run(args):
     print(f"batches: {stats}", flush=True)
 
     rows = measure_ours_vs_keras_hub(args, batches, vocab_size, peaks)
+    precision_rows = (measure_precision_ab(args, batches, vocab_size, peaks)
+                      if args.precision_ab and "bf16" in peaks else [])
     zoo_rows, zoo_stats = ([], None) if args.no_zoo else measure_zoo(
         args, batches, vocab_size, peaks)
     return {
         "data": args.data, "shapes": args.shapes, "batches": stats,
         "zoo_batches": zoo_stats,
         "steps_per_call": args.steps, "repeats": args.repeats,
-        "matmul_gflops": peaks, "ours_vs_keras_hub": rows, "zoo": zoo_rows,
+        "matmul_gflops": peaks, "ours_vs_keras_hub": rows,
+        "bf16_vs_float32": precision_rows, "zoo": zoo_rows,
     }, run_info
 
 
@@ -414,6 +466,9 @@ def print_results(results, file=None):
     common.print_table(results["ours_vs_keras_hub"], TABLE_COLUMNS,
                        "\nours (Trainer.train_on_batch) vs keras-hub layers, alternating:",
                        file=file)
+    if results.get("bf16_vs_float32"):
+        common.print_table(results["bf16_vs_float32"], PRECISION_COLUMNS,
+                           "\nours in bf16 vs ours in float32, alternating:", file=file)
     if results["zoo"]:
         common.print_table(results["zoo"], ZOO_COLUMNS,
                            f"\nevery zoo model (preset {results['zoo'][0]['preset']}, "

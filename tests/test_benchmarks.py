@@ -85,6 +85,28 @@ def test_train_throughput_smoke(smokes):
 
 
 @pytest.mark.benchmark_smoke
+def test_step_profile_smoke(smokes):
+    stdout, results = run_smoke(smokes, "step_profile")
+    [row] = results["profiles"]
+    categories = row["categories"]
+    # The trace was read: the step's matmuls, loss and optimizer ops found by scope.
+    assert {"output projection", "loss", "optimizer", "attention"} <= set(categories)
+    assert sum(c["share"] for c in categories.values()) == pytest.approx(1.0, abs=1e-6)
+    assert row["op_seconds_per_step"] > 0 and row["step_seconds"] > 0
+    assert "output projection" in stdout
+
+
+@pytest.mark.benchmark_smoke
+def test_step_settings_smoke(smokes):
+    stdout, results = run_smoke(smokes, "step_settings")
+    rows = {row["setting"]: row for row in results["rows"]}
+    assert set(rows) == {"default", "inter-op 1"}
+    assert rows["default"]["over_default"] == 1.0
+    assert all(row["tokens_per_s"] > 0 and row["mfu"] > 0 for row in rows.values())
+    assert "x default" in stdout
+
+
+@pytest.mark.benchmark_smoke
 def test_training_loop_smoke(smokes):
     stdout, results = run_smoke(smokes, "training_loop")
     rows = {row["contender"]: row for row in results["rows"]}

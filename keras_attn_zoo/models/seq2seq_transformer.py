@@ -312,6 +312,13 @@ class Seq2SeqTransformer(ZooModel):
             **kwargs,
         )
 
+        # The same graph up to the tied output layer, for the Trainer's
+        # real-token projection (`forward_before_projection`). A namespace:
+        # Keras does not track it, so weights, saving and `layers` are
+        # those of this model alone.
+        self._before_projection = types.SimpleNamespace(model=keras.Model(
+            inputs={"source_ids": source_ids, "target_ids": target_ids},
+            outputs=y, name=f"{self.name}_before_projection"))
         self.zoo_config = config
         self.embedding = embedding
         self.encoder_blocks = encoder_blocks
@@ -391,6 +398,18 @@ class Seq2SeqTransformer(ZooModel):
             "attention": ops.cast(alignment[:, 0, :], "float32"),
             "shared": shared,
         }
+
+    def forward_before_projection(self, inputs, training=False):
+        """`(decoder output [B, T, d], tied output layer)`: `call` before its logits.
+
+        Runs the model's own functional graph without its last node, so the
+        layers run in the order `call` runs them and every dropout layer
+        draws the same masks (a direct `_encoder_pass` / `_decoder_pass`
+        embeds the target before the source in Keras' order: other masks).
+        `tests/test_training_step.py` checks losses and gradients agree.
+        """
+        hidden = self._before_projection.model(inputs, training=training)
+        return hidden, self.embedding.logits
 
     def attention_maps(self, source_ids, target_ids):
         """One teacher-forced pass's attention, `{name: float32 [L, B, h, T, S]}`.

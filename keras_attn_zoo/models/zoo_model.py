@@ -30,6 +30,10 @@ Hooks, with defaults that fit a plain encoder-decoder:
   training pairs (a `TrainingData`); `initial_training_state` /
   `forward_with_state`: a state the `Trainer` carries from batch to batch
   (None: none, the default).
+* `forward_before_projection(inputs, training)`: the teacher-forced pass up
+  to a position-wise output projection and that projection, so the `Trainer`
+  projects and scores only the real target tokens (None: the model's logits
+  come whole from `model(inputs)`, the default).
 
 A zoo model keeps its constructor arguments in `zoo_config`; that dict is its
 Keras config (plus `name`), so `from_config` simply calls the constructor.
@@ -237,6 +241,19 @@ class ZooModel(keras.Model):
     def initial_training_state(self, batch_size):
         """The state a `Trainer` with `carry_state` starts each epoch from; None: none."""
         del batch_size
+        return None
+
+    def forward_before_projection(self, inputs, training=False):
+        """`(hidden [B, T, d], project)`, or None (the default): no split.
+
+        A model whose logits are one position-wise projection of a last
+        hidden state (`logits[b, t] = project(hidden[b, t])`, float32
+        `[N, V]` from `[N, d]`) returns that state from the same teacher-forced
+        pass `call` runs (same layers, same random draws) and the projection.
+        The `Trainer` then gathers the rows of the real target tokens before
+        projecting: no work on padding in the largest matmul and the loss.
+        """
+        del inputs, training
         return None
 
     def forward_with_state(self, inputs, state, training=False):

@@ -45,6 +45,7 @@ import tensorflow as tf
 
 from keras_attn_zoo.data.pipeline import count_target_tokens
 from keras_attn_zoo.data.pipeline import without_autotune_thread
+from keras_attn_zoo.training.losses import real_token_loss_sum
 from keras_attn_zoo.training.losses import token_loss_sum
 
 # More traced shapes than this means the data's shapes are not bucketed.
@@ -105,6 +106,12 @@ class Trainer:
             XLA (once per batch shape); "auto" (default): where a GPU is
             visible. Turn it off for data whose shapes are not bucketed, or
             to debug the model in graph mode.
+        project_real_tokens: for a model that splits off its output
+            projection (`ZooModel.forward_before_projection`), project and
+            score only the real target tokens (`real_token_loss_sum`); the
+            loss and gradients are those of the full logits. `False`: the
+            full logits of `model(inputs)` (and models without the split,
+            or with `carry_state`, always).
     """
 
     def __init__(
@@ -122,8 +129,10 @@ class Trainer:
         carry_state=False,
         clip_norm=None,
         jit_compile="auto",
+        project_real_tokens=True,
     ):
         self.model = model
+        self.project_real_tokens = project_real_tokens
         self.jit_compile = jit_compile = resolve_jit_compile(jit_compile)
         self.carry_state = carry_state
         self.clip_norm = clip_norm
@@ -195,13 +204,21 @@ class Trainer:
     def _replica_gradients(self, inputs, labels, global_tokens, state):
         """Loss sums and the gradients of the global-mean loss on one replica's batch."""
         with tf.GradientTape() as tape:
-            if self.carry_state:
-                logits, state = self.model.forward_with_state(inputs, state, training=True)
+            split = (self.model.forward_before_projection(inputs, training=True)
+                     if self.project_real_tokens and not self.carry_state else None)
+            if split is not None:
+                hidden, project = split
+                loss_sum, tokens, correct = real_token_loss_sum(
+                    labels, hidden, project, self.label_smoothing)
             else:
-                logits = self.model(inputs, training=True)
-            loss_sum, tokens, correct = token_loss_sum(
-                labels, logits, self.label_smoothing
-            )
+                if self.carry_state:
+                    logits, state = self.model.forward_with_state(
+                        inputs, state, training=True)
+                else:
+                    logits = self.model(inputs, training=True)
+                loss_sum, tokens, correct = token_loss_sum(
+                    labels, logits, self.label_smoothing
+                )
             loss = loss_sum / tf.maximum(global_tokens, 1.0)
             scaled_loss = self.optimizer.scale_loss(loss)
         gradients = tape.gradient(scaled_loss, self.model.trainable_variables)
