@@ -108,6 +108,9 @@ def sgd_step(project_real_tokens, name, overrides, policy="float32"):
     # Dropout and LayerDrop on: both paths must draw the same masks.
     ("transformer", dict(dropout=0.3, attention_dropout=0.2, decoder_layer_drop=0.3)),
     ("gmm_transformer", dict(dropout=0.2)),
+    # RNNsearch's encoder and decoder dropout, and its maxout readout.
+    ("bahdanau_rnn", dict(dropout=0.3)),
+    ("bahdanau_rnn", dict(dropout=0.2, output="dense")),
 ])
 def test_trainer_step_projecting_real_tokens_equals_the_full_logits_step(name, overrides):
     fast, fast_weights = sgd_step(True, name, overrides)
@@ -142,3 +145,13 @@ def test_mixed_precision_logits_are_float32_within_bf16_of_the_float32_ones():
     # bf16 keeps 8 bits of mantissa: each of the 16 products rounds to ~0.4%.
     np.testing.assert_allclose(logits.numpy(), expected, atol=0.05 * np.abs(expected).max())
     assert not np.array_equal(logits.numpy(), expected)  # the product really ran in bf16
+
+
+def test_scheduled_sampling_trains_on_full_logits():
+    # Its readout feeds back its own predictions: no split while training.
+    model = build_model("bahdanau_rnn", 40, preset="tiny", teacher_forcing_ratio=0.5)
+    inputs, _ = padded_batch()
+    assert model.forward_before_projection(inputs, training=True) is None
+    hidden, project = model.forward_before_projection(inputs, training=False)
+    np.testing.assert_allclose(project(hidden).numpy(),
+                               model(inputs, training=False).numpy(), atol=1e-5)

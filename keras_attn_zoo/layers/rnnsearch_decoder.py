@@ -188,14 +188,18 @@ class RNNSearchDecoder(keras.layers.Layer):
     def _readout(self, hidden, context, embedded_previous, training=None,
                  dropout_mask=None):
         """Float32 logits from `[s_i; c_i; E y_{i-1}]`."""
+        return self.projection(self._readout_features(
+            hidden, context, embedded_previous, training, dropout_mask))
+
+    def _readout_features(self, hidden, context, embedded_previous, training=None,
+                          dropout_mask=None):
+        """`t_i`, what the output projection reads (after the readout's dropout)."""
         features = ops.concatenate([hidden, context, embedded_previous], axis=-1)
         if self.output_kind == "maxout":
             features = self.maxout(self.readout_dense(features))
         if dropout_mask is not None:
-            features = features * dropout_mask
-        else:
-            features = self.readout_dropout(features, training=training)
-        return self.projection(features)
+            return features * dropout_mask
+        return self.readout_dropout(features, training=training)
 
     def step(self, token, state):
         """One position: `token` int `[B]` -> (float32 logits `[B, V]`, new state)."""
@@ -231,7 +235,18 @@ class RNNSearchDecoder(keras.layers.Layer):
             "attention": state["attention"],
         }
 
-    def _teacher_forced_pass(self, target_ids, state, training):
+    def teacher_forced_features(self, target_ids, memory, memory_mask, training=None):
+        """`call`'s teacher-forced pass up to its readout `t_i` `[B, T, l]`
+        (same layers, same order, same dropout draws); `projection(t_i)`
+        are the logits. None with scheduled sampling in training (its
+        readout feeds back its own predictions)."""
+        if training and self.scheduled_sampling:
+            return None
+        state = self.initial_state(memory, memory_mask)
+        return self._teacher_forced_pass(ops.cast(target_ids, "int32"), state, training,
+                                         project=False)[0]
+
+    def _teacher_forced_pass(self, target_ids, state, training, project=True):
         embedded = self.embedding_dropout(self.embedding(target_ids), training=training)
         memory, keys, mask = state["memory"], state["keys"], state["memory_mask"]
         gru_weights = self._recurrent_weights()
@@ -256,8 +271,8 @@ class RNNSearchDecoder(keras.layers.Layer):
         hidden = ops.transpose(outputs["hidden"], (1, 0, 2))
         context = ops.transpose(outputs["context"], (1, 0, 2))
         attention = ops.transpose(outputs["attention"], (1, 0, 2))
-        logits = self._readout(hidden, context, embedded, training=training)
-        return logits, attention
+        readout = self._readout if project else self._readout_features
+        return readout(hidden, context, embedded, training=training), attention
 
     def _sampled_pass(self, target_ids, state):
         """Scheduled sampling: position i >= 1 reads y_{i-1} with probability p."""

@@ -279,6 +279,18 @@ class BahdanauRNN(ZooModel):
         self.encoder = encoder
         self.decoder = decoder
 
+    def forward_before_projection(self, inputs, training=False):
+        """`(t_i [B, T, l], the output projection)`: `call` before its logits.
+
+        The encoder, then the decoder's teacher-forced pass, in the order the
+        functional graph runs them (same dropout draws); None while scheduled
+        sampling trains (`RNNSearchDecoder.teacher_forced_features`).
+        """
+        encoded = self.encode(inputs["source_ids"], training=training)
+        features = self.decoder.teacher_forced_features(
+            inputs["target_ids"], encoded["memory"], encoded["memory_mask"], training=training)
+        return None if features is None else (features, self.decoder.projection)
+
     # ---- step protocol ----------------------------------------------------------
 
     def encode(self, source_ids, training=False):
