@@ -33,7 +33,8 @@ START_PADS = 1
 # with 5 start pads and 10 words it had not started reading the source after
 # 300-600 steps (probe gap 0.0000), with 1 start pad and 4 words the gap was
 # 0.27 at step 300; 800 steps copy 17-20 of the 20 test sentences exactly
-# (about 35 s of CPU; 1,000 steps copied 16, not more). More start pads need a longer memory and many more steps.
+# (about 35 s of CPU; 1,000 steps copied 13 and 16: Adam at 1e-2 still moves). More
+# start pads need a longer memory and many more steps.
 STEPS = 800
 
 
