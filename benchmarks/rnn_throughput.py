@@ -356,14 +356,7 @@ def make_batches_file(args, directory):
 
     import train_throughput
 
-    if args.data == "ding":
-        batches, vocab_size = train_throughput.ding_batches(
-            args.batches, args.batch_tokens, args.length, args.vocab_size, directory)
-    else:
-        vocab_size = args.vocab_size
-        batches = train_throughput.synthetic_batches(
-            args.batches, max(1, args.batch_tokens // args.length), args.length,
-            args.min_length, vocab_size)
+    batches, vocab_size = train_throughput.benchmark_batches(args, directory)
     batches = trim_padding(train_throughput.equal_length_batches(batches))
     arrays = {}
     for index, (inputs, labels) in enumerate(batches):

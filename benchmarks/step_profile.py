@@ -264,14 +264,7 @@ def run(args):
         for precision in args.precisions}
     print("matmul rate (GFLOP/s): " + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()),
           flush=True)
-    if args.data == "ding":
-        batches, vocab_size = train_throughput.ding_batches(
-            args.batches, args.batch_tokens, args.length, args.vocab_size, workdir)
-    else:
-        vocab_size = args.vocab_size
-        batches = train_throughput.synthetic_batches(
-            args.batches, max(1, args.batch_tokens // args.length), args.length,
-            args.min_length, vocab_size)
+    batches, vocab_size = train_throughput.benchmark_batches(args, workdir)
     # Equal source and target lengths: the eager translator reads one source
     # token per target token (a no-op for Ding batches, padded to one length).
     batches = train_throughput.equal_length_batches(batches)

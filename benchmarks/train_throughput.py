@@ -195,6 +195,17 @@ def equal_length_batches(batches):
     return out
 
 
+def benchmark_batches(args, workdir):
+    """`(batches, vocabulary size)` of `--data`: Ding batches (a vocabulary is
+    trained in `workdir`) or synthetic ones of `--length` / `--min-length`."""
+    if args.data == "ding":
+        return ding_batches(args.batches, args.batch_tokens, args.length, args.vocab_size,
+                            workdir)
+    batches = synthetic_batches(args.batches, max(1, args.batch_tokens // args.length),
+                                args.length, args.min_length, args.vocab_size)
+    return batches, args.vocab_size
+
+
 # ---- contenders --------------------------------------------------------------------------
 
 def make_optimizer():
@@ -435,14 +446,8 @@ def run(args):
     print("matmul rate (GFLOP/s): " + ", ".join(f"{k} {v:.0f}" for k, v in peaks.items()),
           flush=True)
 
-    if args.data == "ding":
-        workdir = pathlib.Path(tempfile.mkdtemp(prefix="train_throughput-"))
-        batches, vocab_size = ding_batches(args.batches, args.batch_tokens, args.length,
-                                           args.vocab_size, workdir)
-    else:
-        vocab_size = args.vocab_size
-        batches = synthetic_batches(args.batches, max(1, args.batch_tokens // args.length),
-                                    args.length, args.min_length, vocab_size)
+    batches, vocab_size = benchmark_batches(
+        args, pathlib.Path(tempfile.mkdtemp(prefix="train_throughput-")))
     stats = batch_statistics(batches)
     print(f"batches: {stats}", flush=True)
 
