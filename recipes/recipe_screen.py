@@ -373,16 +373,15 @@ def train(data_dir, out_dir, names, jobs, minutes):
     # Several small models share one GPU: one process each (XLA takes GPU memory
     # as it needs it, not 75% up front).
     env = dict(os.environ, XLA_PYTHON_CLIENT_PREALLOCATE="false")
-    running = []
+    processes = {}
     for name in todo:
-        while len(running) >= jobs:
-            running = [p for p in running if p.poll() is None] or running
+        while sum(p.poll() is None for p in processes.values()) >= jobs:
             time.sleep(1)
         remaining = max(0.1, (deadline - time.monotonic()) / 60)
-        running.append(subprocess.Popen(
+        processes[name] = subprocess.Popen(
             [sys.executable, __file__, "train", str(data_dir), "--out", str(out_dir),
-             "--cells", name, "--minutes", f"{remaining:.2f}"], env=env))
-    failed = [p.args[7] for p in running if p.wait() != 0]
+             "--cells", name, "--minutes", f"{remaining:.2f}"], env=env)
+    failed = [name for name, p in processes.items() if p.wait() != 0]
     if failed:
         raise SystemExit(f"cells failed: {failed}")
 
