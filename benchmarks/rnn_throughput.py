@@ -77,6 +77,10 @@ def parse_args(argv=None):
     parser.add_argument("--data", default="synthetic", help="synthetic | ding")
     parser.add_argument("--baseline-tree", default=None,
                         help="another checkout whose keras_attn_zoo runs as the baseline")
+    parser.add_argument("--baseline-full-logits", action="store_true",
+                        help="the baseline's Trainer scores the full logits "
+                             "(project_real_tokens=False); without --baseline-tree "
+                             "the baseline is this checkout")
     parser.add_argument("--profile", action="store_true",
                         help="also profile one step per checkout and model")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -93,6 +97,8 @@ def parse_args(argv=None):
         # The alternation and profile paths, on this checkout against itself.
         args.baseline_tree = args.baseline_tree or str(REPO)
         args.profile = True
+    if args.baseline_full_logits and not args.baseline_tree:
+        args.baseline_tree = str(REPO)
     args.models = common.str_list(args.models)
     unknown = sorted(set(args.models) - set(MODELS))
     if unknown:
@@ -135,7 +141,8 @@ class Worker:
         stats = train_throughput.batch_statistics(self.batches)
         self.steps = spec["steps"]
         self.info = {"keras_attn_zoo": str(pathlib.Path(keras_attn_zoo.__file__).parent),
-                     "pid": os.getpid(), "batches": stats, "models": {}}
+                     "pid": os.getpid(), "batches": stats, "models": {},
+                     "trainer_options": spec.get("trainer_options", {})}
         rate = matmul_rates(spec["matmul_size"])
         self.info["matmul_gflops_start"] = rate["gflops"]
         self.info["matmul_gflop_per_cpu_s_start"] = rate["gflop_per_cpu_s"]
@@ -145,7 +152,8 @@ class Worker:
             model = build_model(name, spec["vocab_size"], preset=spec["preset"])
             inputs, labels = self.batches[0]
             eval_loss = batch_loss(model, inputs, labels)
-            step = train_throughput.zoo_step(model)
+            # Only options a worker is given: an older checkout's Trainer may lack them.
+            step = train_throughput.zoo_step(model, **spec.get("trainer_options", {}))
             first = step(inputs, labels)  # the same first step in every checkout
             train_throughput.relax(step, self.batches)
             self.train_steps[name] = step
@@ -383,7 +391,9 @@ def run(args):
     workers = {}
     try:
         for label, tree in trees.items():
-            workers[label] = WorkerProcess(tree, spec)
+            options = ({"project_real_tokens": False}
+                       if label == "baseline" and args.baseline_full_logits else {})
+            workers[label] = WorkerProcess(tree, dict(spec, trainer_options=options))
             info = workers[label].reply()
             print(f"{label}: {info['keras_attn_zoo']}, matmul "
                   f"{info['matmul_gflops_start']:.0f} GFLOP/s, "
@@ -497,7 +507,8 @@ def print_results(results, file=None):
         print(f"{label}: {tree['keras_attn_zoo']}; matmul {tree['matmul_gflops_start']:.0f}"
               f" -> {tree['matmul_gflops_end']:.0f} GFLOP/s, "
               f"{tree['matmul_gflop_per_cpu_s_start']:.0f} -> "
-              f"{tree['matmul_gflop_per_cpu_s_end']:.0f} GFLOP per CPU s",
+              f"{tree['matmul_gflop_per_cpu_s_end']:.0f} GFLOP per CPU s; Trainer options "
+              f"{tree.get('trainer_options') or 'default'}",
               file=file or sys.stdout)
     print(f"batches {results['batches']}; load per round "
           f"{results['load_average_per_round']}", file=file or sys.stdout)

@@ -217,12 +217,13 @@ def make_optimizer():
                                  beta_2=0.98, epsilon=1e-9)
 
 
-def zoo_step(model, jit_compile=False):
-    """Our training step: ``Trainer.train_on_batch`` (optionally under XLA)."""
+def zoo_step(model, jit_compile=False, **trainer_options):
+    """Our training step: ``Trainer.train_on_batch`` (optionally under XLA; other
+    ``Trainer`` arguments in ``trainer_options``)."""
     from keras_attn_zoo.training import Trainer
 
     trainer = Trainer(model, make_optimizer(), label_smoothing=0.1,
-                      jit_compile=bool(jit_compile))
+                      jit_compile=bool(jit_compile), **trainer_options)
     return trainer.train_on_batch
 
 

@@ -14,7 +14,6 @@ import pytest
 import tensorflow as tf
 
 from keras_attn_zoo.models import build_model
-from keras_attn_zoo.models import transformer
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training import token_loss_sum
 from keras_attn_zoo.training import losses
@@ -71,9 +70,10 @@ def test_tensorflow_loss_stays_finite_for_a_hopeless_label():
                                rtol=1e-6)
 
 
-def test_real_token_loss_and_gradients_equal_the_full_logits_ones():
+@pytest.mark.parametrize("name", ["transformer", "eager_translator"])
+def test_real_token_loss_and_gradients_equal_the_full_logits_ones(name):
     seed_everything(0)
-    model = transformer(40, preset="tiny")
+    model = build_model(name, 40, preset="tiny")
     inputs, labels = padded_batch()
     variables = model.trainable_variables
     with tf.GradientTape(persistent=True) as tape:
@@ -111,6 +111,9 @@ def sgd_step(project_real_tokens, name, overrides, policy="float32"):
     # RNNsearch's encoder and decoder dropout, and its maxout readout.
     ("bahdanau_rnn", dict(dropout=0.3)),
     ("bahdanau_rnn", dict(dropout=0.2, output="dense")),
+    # The eager translator's word dropout and locked dropouts.
+    ("eager_translator", dict(embedding_dropout=0.2, input_dropout=0.2, hidden_dropout=0.2,
+                              output_dropout=0.2, combiner_dropout=0.2)),
 ])
 def test_trainer_step_projecting_real_tokens_equals_the_full_logits_step(name, overrides):
     fast, fast_weights = sgd_step(True, name, overrides)
