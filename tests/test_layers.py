@@ -179,6 +179,9 @@ CASES = {
     "HeadsOutput": Case(
         lambda dtype=None: zoo_layers.HeadsOutput(D, dtype=dtype), (_floats(B, T, 2, 4),),
         has_dropout=False),
+    "LayerNormalization": Case(
+        lambda dtype=None: zoo_layers.LayerNormalization(epsilon=1e-6, dtype=dtype),
+        (_floats(B, T, D),), has_dropout=False),
     "FeedForward": Case(
         lambda dtype=None: zoo_layers.FeedForward(16, dropout=0.5, dtype=dtype),
         (_floats(B, T, D),)),
@@ -338,6 +341,30 @@ def test_docstring_example_runs(name):
     for test in tests:
         runner.run(test)
     assert runner.failures == 0, f"{name}'s Example does not run as written"
+
+
+@pytest.mark.parametrize("policy", ["float32", "mixed_bfloat16"])
+def test_layer_normalization_equals_keras_values_and_gradients(policy):
+    """The closed-form gradient against automatic differentiation of Keras' layer."""
+    layers = [zoo_layers.LayerNormalization(epsilon=1e-6, dtype=policy),
+              keras.layers.LayerNormalization(epsilon=1e-6, dtype=policy)]
+    x = tf.constant(_floats(B, T, 16) * 3.0 + 1.0)
+    upstream = tf.constant(_floats(B, T, 16, seed=1))
+    weights = [_floats(16, seed=2), _floats(16, seed=3)]
+    results = []
+    for layer in layers:
+        layer.build(x.shape)
+        layer.set_weights(weights)
+        with tf.GradientTape() as tape:
+            tape.watch(x)
+            y = layer(x)
+            loss = tf.reduce_sum(tf.cast(y, tf.float32) * upstream)
+        results.append([y, *tape.gradient(loss, [x, *layer.trainable_variables])])
+    assert results[0][0].dtype == results[1][0].dtype
+    for ours, keras_values in zip(*results):
+        np.testing.assert_allclose(tf.cast(ours, tf.float32).numpy(),
+                                   tf.cast(keras_values, tf.float32).numpy(),
+                                   rtol=1e-5, atol=1e-5)
 
 
 def test_eager_embedding_checks_lengths_in_a_graph():

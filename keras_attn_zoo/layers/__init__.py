@@ -14,6 +14,7 @@ from keras_attn_zoo.layers.headed_attention import HeadedAttention
 from keras_attn_zoo.layers.heads_output import HeadsOutput
 from keras_attn_zoo.layers.heads_projection import HeadsProjection
 from keras_attn_zoo.layers.layer_drop import LayerDrop
+from keras_attn_zoo.layers.layer_normalization import LayerNormalization
 from keras_attn_zoo.layers.maxout import Maxout
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.layers.projected_gru import ProjectedGRU

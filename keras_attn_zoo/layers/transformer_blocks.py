@@ -28,6 +28,7 @@ layers treat the value as `True`.
 import keras
 
 from keras_attn_zoo.layers.feed_forward import FeedForward
+from keras_attn_zoo.layers.layer_normalization import LayerNormalization
 
 LAYER_NORM_EPSILON = 1e-6
 # The `return_attention` value that asks a layer for its extra maps too.
@@ -114,7 +115,7 @@ class TransformerBlock(keras.layers.Layer):
         )
 
     def _norm(self, name):
-        return keras.layers.LayerNormalization(
+        return LayerNormalization(
             epsilon=LAYER_NORM_EPSILON, name=name, dtype=self.dtype_policy
         )
 

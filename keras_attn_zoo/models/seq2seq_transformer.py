@@ -34,6 +34,7 @@ from keras import ops
 from keras_attn_zoo.layers.attention_utils import padding_mask_from_ids
 from keras_attn_zoo.layers.embedding import SharedEmbedding
 from keras_attn_zoo.layers.layer_drop import LayerDrop
+from keras_attn_zoo.layers.layer_normalization import LayerNormalization
 from keras_attn_zoo.layers.transformer_blocks import LAYER_NORM_EPSILON
 from keras_attn_zoo.layers.transformer_decoder_block import TransformerDecoderBlock
 from keras_attn_zoo.layers.transformer_encoder_block import TransformerEncoderBlock
@@ -285,7 +286,7 @@ class Seq2SeqTransformer(ZooModel):
             if make_stack is not None:
                 stack_layers[slot] = make_stack(slot, config)
         final_norms = {
-            side: keras.layers.LayerNormalization(
+            side: LayerNormalization(
                 epsilon=LAYER_NORM_EPSILON, name=f"{side}_final_norm"
             )
             if norm_first
