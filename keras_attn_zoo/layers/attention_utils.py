@@ -11,31 +11,20 @@ from keras import ops
 MASK_VALUE = -1e9
 
 
-def masked_softmax(scores, mask=None, scale=None):
-    """Softmax over the last axis in float32, of `scores * scale` where `mask` holds.
-
-    The mask is added as a bias (0 or `MASK_VALUE`) built at the mask's own,
-    usually much smaller, shape: one broadcasting add, whose gradient passes
-    straight through, instead of a select against a full-size fill and, in
-    the backward pass, another select against zeros. A masked key's weight
-    is exactly 0 as before; a row whose keys are all masked stays finite
-    (uniform while its scores are below 32 in magnitude, within `MASK_VALUE`'s
-    rounding).
+def masked_softmax(scores, mask=None):
+    """Softmax over the last axis in float32.
 
     Args:
         scores: logits `[..., keys]` of any float dtype.
         mask: boolean tensor broadcastable to `scores`; `False` marks keys that
             must get weight 0.
-        scale: a Python float the scores are multiplied by first (None: 1).
 
     Returns:
         float32 weights summing to one over the unmasked keys.
     """
     scores = ops.cast(scores, "float32")
-    if scale is not None:
-        scores = scores * scale
     if mask is not None:
-        scores = scores + ops.where(mask, 0.0, MASK_VALUE)
+        scores = ops.where(mask, scores, ops.full_like(scores, MASK_VALUE))
     return ops.softmax(scores, axis=-1)
 
 

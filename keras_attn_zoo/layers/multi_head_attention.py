@@ -77,10 +77,9 @@ class MultiHeadAttention(HeadedAttention):
 
     def _attention_weights(self, query_heads, key_heads, mask):
         """Scaled dot-product weights `[B, h, T, S]` (float32)."""
-        # Scaled on the scores, not the queries: fewer elements whenever the
-        # keys are fewer than the head size (and exact for a power-of-two d_k).
-        scores = ops.einsum("bthk,bshk->bhts", query_heads, key_heads)
-        return masked_softmax(scores, mask, scale=1.0 / math.sqrt(self.key_dim))
+        scale = 1.0 / math.sqrt(self.key_dim)
+        scores = ops.einsum("bthk,bshk->bhts", query_heads * scale, key_heads)
+        return masked_softmax(scores, mask)
 
     def _combine_heads(self, heads, training):
         """Attended heads `[B, T, h, d_k]` -> output `[B, T, d]`.
