@@ -35,6 +35,7 @@ recurrent loop (``benchmarks/results/rnn_profile-<date>.json``).
 Usage:
     python benchmarks/rnn_throughput.py --data ding --baseline-tree /tmp/rnn-base
     python benchmarks/rnn_throughput.py --profile --repeats 1
+    python benchmarks/rnn_throughput.py --baseline-full-logits   # real-token projection on vs off
     python benchmarks/rnn_throughput.py --smoke   # seconds; the checkout against itself
 
 Writes ``benchmarks/results/rnn_throughput-<date>.json`` and prints the table.
