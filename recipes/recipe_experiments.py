@@ -74,6 +74,12 @@ def every_tenth_of_the_steps(steps):
     return max(1, steps // 10)
 
 
+# The low-resource literature's starting point for ~16k pairs (Sennrich & Zhang
+# 2019; Araabi & Monz 2020): a small vocabulary, heavy dropout in every place,
+# word dropout; judged at convergence (issue 31).
+LOW_RESOURCE = {"vocab_size": 4000, "word_dropout": 0.1, "model_options":
+                "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"}
+
 # name -> RunConfig overrides relative to the default. A value may be a function of
 # the step budget (resolved when the cell runs). One change per cell; a combination
 # is one more entry (or `--extra-cell NAME=JSON`).
@@ -97,11 +103,13 @@ CELLS = {
     "ema-0.999": {"ema_momentum": 0.999},
     "dictionary-all": {"data": "ding:all"},
     "batch-3000": {"batch_tokens": 3000},
-    # The low-resource literature's starting point for ~16k pairs (Sennrich &
-    # Zhang 2019; Araabi & Monz 2020): a small vocabulary, heavy dropout in
-    # every place, word dropout; judged at convergence (issue 31).
-    "low-resource": {"vocab_size": 4000, "word_dropout": 0.1, "model_options":
-                     "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"},
+    "low-resource": LOW_RESOURCE,
+    # One change at a time around it, at convergence (issue 31).
+    "low-resource-bf16": {**LOW_RESOURCE, "mixed_precision": "bf16"},
+    "low-resource-vocab-2000": {**LOW_RESOURCE, "vocab_size": 2000},
+    "low-resource-label-smoothing-0.2": {**LOW_RESOURCE, "label_smoothing": 0.2},
+    "low-resource-3-layers": {**LOW_RESOURCE, "model_options": LOW_RESOURCE[
+        "model_options"] + ";num_encoder_layers=3;num_decoder_layers=3"},
 }
 
 # What the runner sets itself: the budget, the seed, where the run lives, and
