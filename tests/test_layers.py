@@ -17,7 +17,7 @@ layer, on tiny inputs,
 
 Every public layer either has a case here or is a base class tested through
 its subclasses (`BASES`); a new layer without a case fails
-`test_every_public_layer_has_a_case`. Each `Example:` section of a layer's
+`test_every_public_layer_has_a_case`. Each `Examples:` section of a layer's
 docstring is run too.
 """
 

@@ -156,14 +156,14 @@ class BranchedWeightedAttention(MultiHeadAttention):
     `branch_weights()` returns `{"kappa": [...], "alpha": [...]}` as floats
     (the simplex values, before any gain).
 
-    Example:
-    >>> layer = BranchedWeightedAttention(num_heads=4, key_dim=8,
-    ...                                   intermediate_dim=64)
-    >>> x = keras.random.normal((2, 5, 32))
-    >>> tuple(layer(x, causal=True).shape)
-    (2, 5, 32)
-    >>> layer.branch_weights()["kappa"]
-    [0.25, 0.25, 0.25, 0.25]
+    Examples:
+        >>> layer = BranchedWeightedAttention(num_heads=4, key_dim=8,
+        ...                                   intermediate_dim=64)
+        >>> x = keras.random.normal((2, 5, 32))
+        >>> tuple(layer(x, causal=True).shape)
+        (2, 5, 32)
+        >>> layer.branch_weights()["kappa"]
+        [0.25, 0.25, 0.25, 0.25]
 
     References:
         Ahmed, Keskar and Socher, "Weighted Transformer Network for Machine

@@ -24,15 +24,18 @@ class HeadedAttention(keras.layers.Layer):
         use_bias: whether the projections have biases.
 
     Call arguments:
-        those of the zoo's attention protocol, defined by each subclass (see
-        `MultiHeadAttention`): `query`, `context`, `context_mask`, `causal`,
-        `training`, `return_attention`.
+        query: `[B, T, d]`.
+        context: `[B, S, d]` keys/values; `None` means self-attention.
+        context_mask: boolean `[B, S]`, `True` for real (unpadded) keys.
+        causal: mask keys after each query (decoder self-attention).
+        training: Python bool, enables dropout.
+        return_attention: also return the weights `[B, h, T, S]` (float32).
 
-    Example:
-    >>> from keras_attn_zoo.layers import MultiHeadAttention
-    >>> layer = MultiHeadAttention(num_heads=2, key_dim=8, dropout=0.1)
-    >>> isinstance(layer, HeadedAttention), layer.get_config()["dropout"]
-    (True, 0.1)
+    Examples:
+        >>> from keras_attn_zoo.layers import MultiHeadAttention
+        >>> layer = MultiHeadAttention(num_heads=2, key_dim=8, dropout=0.1)
+        >>> isinstance(layer, HeadedAttention), layer.get_config()["dropout"]
+        (True, 0.1)
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (multi-head

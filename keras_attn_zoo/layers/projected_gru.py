@@ -61,10 +61,10 @@ class GRU(keras.layers.GRU):
     Same arguments, weights and results as `keras.layers.GRU` (see
     `layers.projected_recurrent` for when it uses Keras' own loop instead).
 
-    Example:
-    >>> layer = ProjectedGRU(4, return_sequences=True)
-    >>> tuple(layer(np.ones((2, 3, 5), "float32")).shape)
-    (2, 3, 4)
+    Examples:
+        >>> layer = ProjectedGRU(4, return_sequences=True)
+        >>> tuple(layer(np.ones((2, 3, 5), "float32")).shape)
+        (2, 3, 4)
     """
 
     def inner_loop(self, sequences, initial_state, mask, training=False):

@@ -41,10 +41,12 @@ def cudnn_possible(layer):
 
 
 def uses_cell_dropout(cell, training):
+    """Whether the cell drops inputs or states in this call (training with a rate in (0, 1))."""
     return bool(training) and (0.0 < cell.dropout < 1.0 or 0.0 < cell.recurrent_dropout < 1.0)
 
 
 def time_major(tensor):
+    """`[B, T, ...]` as `[T, B, ...]`."""
     return ops.transpose(tensor, (1, 0) + tuple(range(2, len(tensor.shape))))
 
 

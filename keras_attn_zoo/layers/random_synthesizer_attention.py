@@ -29,13 +29,17 @@ class RandomSynthesizerAttention(FixedPatternAttention):
         logits_initializer: initializer of `R`.
 
     Call arguments:
-        as `MultiHeadAttention` (query, context, context_mask, causal,
-        training, return_attention).
+        query: `[B, T, d]`.
+        context: `[B, S, d]` keys/values; `None` means self-attention.
+        context_mask: boolean `[B, S]`, `True` for real (unpadded) keys.
+        causal: mask keys after each query (decoder self-attention).
+        training: Python bool, enables dropout.
+        return_attention: also return the weights `[B, h, T, S]` (float32).
 
-    Example:
-    >>> layer = RandomSynthesizerAttention(num_heads=2, key_dim=8, max_length=32)
-    >>> tuple(layer(keras.random.normal((2, 5, 16)), causal=True).shape)
-    (2, 5, 16)
+    Examples:
+        >>> layer = RandomSynthesizerAttention(num_heads=2, key_dim=8, max_length=32)
+        >>> tuple(layer(keras.random.normal((2, 5, 16)), causal=True).shape)
+        (2, 5, 16)
 
     References:
         Tay et al., "Synthesizer: Rethinking Self-Attention in Transformer

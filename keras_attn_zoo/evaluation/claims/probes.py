@@ -78,6 +78,33 @@ def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
     Teacher forced on the references of the first `max_pairs` test pairs
     (those the model accepts; `report.fitting_pairs`), padding excluded.
 
+    The result holds ``{"model", "pairs_probed", "pairs_skipped_too_long",
+    "files", "unavailable"}`` and, where they apply:
+
+    * every attention model: ``"cross_attention_entropy"`` (nats, per
+      decoder layer, heads and real rows averaged; the fused weights for
+      GMM), ``"cross_attention_entropy_mean"``,
+      ``"cross_attention_entropy_by_length"`` (source words: <= 20,
+      21-40, > 40, the GMM paper's Table 6), ``"entropy_per_layer"``
+      (every slot: encoder/decoder self, GMM's dot-product and mixture
+      parts);
+    * with `source_links`: ``"aer"`` (`report.alignment_quality` of the
+      penultimate decoder layer, the last for one layer, heads averaged,
+      plus ``"monotone_aer"``, the AER of a monotone alignment of the same
+      sentences);
+    * GMM: ``"gmm_gate_per_layer"``, the mean gate g per decoder layer,
+      g being the Gaussian mixture's weight (`gamma = (1 - g) alpha + g
+      beta`); None for a layer without a mixture;
+    * Weighted Transformer: ``"branch_weights"``, per branched layer κ, α
+      and their total-variation distances from uniform;
+    * RAN: ``"ran_matrix_patterns"`` (`attention_pattern` of every layer
+      and head of each RAN stack at the probed sentences' median length,
+      and per slot the share of matrices that look like the paper's) and
+      one grid of heat maps per slot, ``ran/<slot>.png`` (rows layers,
+      columns heads);
+    * RNNsearch: heat maps of its attention on the first three pairs under
+      ``heatmaps/``.
+
     Args:
         model: a trained zoo model.
         tokenizer: its SentencePiece tokenizer (or a processor or `.model` path).
@@ -96,32 +123,7 @@ def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
         batch_size: sentences per teacher-forced pass.
 
     Returns:
-        ``{"model", "pairs_probed", "pairs_skipped_too_long", "files",
-        "unavailable"}`` and, where they apply:
-
-        * every attention model: ``"cross_attention_entropy"`` (nats, per
-          decoder layer, heads and real rows averaged; the fused weights for
-          GMM), ``"cross_attention_entropy_mean"``,
-          ``"cross_attention_entropy_by_length"`` (source words: <= 20,
-          21-40, > 40, the GMM paper's Table 6), ``"entropy_per_layer"``
-          (every slot: encoder/decoder self, GMM's dot-product and mixture
-          parts);
-        * with `source_links`: ``"aer"`` (`report.alignment_quality` of the
-          penultimate decoder layer, the last for one layer, heads averaged,
-          plus ``"monotone_aer"``, the AER of a monotone alignment of the same
-          sentences);
-        * GMM: ``"gmm_gate_per_layer"``, the mean gate g per decoder layer,
-          g being the Gaussian mixture's weight (`gamma = (1 - g) alpha + g
-          beta`); None for a layer without a mixture;
-        * Weighted Transformer: ``"branch_weights"``, per branched layer κ, α
-          and their total-variation distances from uniform;
-        * RAN: ``"ran_matrix_patterns"`` (`attention_pattern` of every layer
-          and head of each RAN stack at the probed sentences' median length,
-          and per slot the share of matrices that look like the paper's) and
-          one grid of heat maps per slot, ``ran/<slot>.png`` (rows layers,
-          columns heads);
-        * RNNsearch: heat maps of its attention on the first three pairs under
-          ``heatmaps/``.
+        The probes, a JSON-serialisable dict (keys above).
     """
     from keras_attn_zoo.data.vocabulary import sentencepiece_processor
     from keras_attn_zoo.evaluation.attention import has_attention

@@ -125,6 +125,9 @@ def matrix_patterns(model, stats, out_dir, files):
 
 
 def competitive_with_fewer_parameters(model):
+    """A claim check: `model` is within `COMPETITIVE_MARGIN_BLEU` of the Transformer with fewer
+    parameters.
+    """
     def check(cells):
         seeds, differences, p_values = versus_transformer(cells, model)
         bleu = compare_verdict(differences, p_values, margin=COMPETITIVE_MARGIN_BLEU)
@@ -149,6 +152,7 @@ def competitive_with_fewer_parameters(model):
 
 
 def patterns_check(cells):
+    """The RAN matrices look like the paper's patterns (pooled over RAN-E, RAN-D, RAN-ALL)."""
     rows = []
     for key in RAN_KEYS:
         try:

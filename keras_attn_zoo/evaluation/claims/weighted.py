@@ -35,6 +35,9 @@ def total_variation_from_uniform(weights):
 
 
 def branch_weights(model):
+    """κ and α of every branched layer of `model` with their total-variation distances from
+    uniform.
+    """
     from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
 
     rows = []
@@ -61,6 +64,9 @@ def steps_to_reach(curve, target):
 
 
 def steps_check(cells):
+    """The steps the Weighted Transformer takes to reach the Transformer's best BLEU, against the
+    Transformer's.
+    """
     paired = cells.paired("weighted", ["learning_curve"])
     rows, outcomes = [], []
     for seed, cell, base in paired:
@@ -92,6 +98,7 @@ def steps_check(cells):
 
 
 def branches_check(cells):
+    """The Weighted Transformer's κ and α moved away from uniform."""
     rows = cells.seeds("weighted", "probes.branch_weights")
     kappas, alphas, outcomes = [], [], []
     for _, cell in rows:
