@@ -61,6 +61,12 @@ class GRU(keras.layers.GRU):
     Same arguments, weights and results as `keras.layers.GRU` (see
     `layers.projected_recurrent` for when it uses Keras' own loop instead).
 
+    Call arguments:
+        sequences: `[B, T, features]`.
+        initial_state: the state to start from; None: zeros.
+        mask: boolean `[B, T]`, False for steps to skip.
+        training: Python bool, enables dropout (which runs Keras' own loop).
+
     Examples:
         >>> layer = ProjectedGRU(4, return_sequences=True)
         >>> tuple(layer(np.ones((2, 3, 5), "float32")).shape)

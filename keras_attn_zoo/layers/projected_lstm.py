@@ -23,6 +23,12 @@ class LSTM(keras.layers.LSTM):
     Same arguments, weights and results as `keras.layers.LSTM` (see
     `layers.projected_recurrent` for when it uses Keras' own loop instead).
 
+    Call arguments:
+        sequences: `[B, T, features]`.
+        initial_state: the state to start from; None: zeros.
+        mask: boolean `[B, T]`, False for steps to skip.
+        training: Python bool, enables dropout (which runs Keras' own loop).
+
     Examples:
         >>> outputs, hidden, carry = ProjectedLSTM(4, return_sequences=True, return_state=True)(
         ...     np.ones((2, 3, 5), "float32"))
