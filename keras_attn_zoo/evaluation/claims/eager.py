@@ -48,6 +48,13 @@ EAGER_SPEED_TOLERANCE = 0.2
 EPSILON_SHARE_RANGE = (0.14, 0.23)
 
 
+def probe(context):
+    """No probe: the eager translator has no attention weights, and its claims
+    read the cell's own figures (BLEU, speed, ``"eager"``'s ε share)."""
+    del context
+    return {}
+
+
 def gap_check(reference):
     """A claim check: the eager translator's BLEU is at most `EAGER_MAX_GAP` below `reference`'s.
 

@@ -60,6 +60,16 @@ def gate_per_layer(model, pairs, make_batch, batch_size):
     return report.round_nested(sums / max(counts, 1))
 
 
+def probe(context):
+    """``{"gmm_gate_per_layer"}`` for a model with a Gaussian-mixture cross-attention:
+    the mean gate g per decoder layer, g being the mixture's weight (`gamma =
+    (1 - g) alpha + g beta`), None for a layer without a mixture; `{}` else."""
+    if "cross_mixture" not in context.stats["entropy"]:
+        return {}
+    return {"gmm_gate_per_layer": gate_per_layer(
+        context.model, context.pairs, context.make_batch, context.batch_size)}
+
+
 def entropy_check(cells):
     """GMM's cross-attention entropy against the Transformer's (the paper's Table 6)."""
     key = "probes.cross_attention_entropy_mean"

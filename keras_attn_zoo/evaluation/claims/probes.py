@@ -2,20 +2,44 @@
 dict the leaderboard stores in the cell's ``"probes"``.
 
 The attention's entropy and its alignment error rate against eflomal's links
-are measured here for every attention model; what one mechanism needs (GMM's
-gates, the Weighted Transformer's κ and α, the RAN matrices, RNNsearch's heat
-maps) comes from that paper's module.
+are measured here for every attention model; what one mechanism needs comes
+from the `probe` of its paper's module (`papers.PAPERS`), given a
+`ProbeContext`, so no mechanism is named here.
 """
 
+import dataclasses
 import math
 import pathlib
 
 from keras_attn_zoo.evaluation import analysis
 from keras_attn_zoo.evaluation import report
-from keras_attn_zoo.evaluation.claims import bahdanau
-from keras_attn_zoo.evaluation.claims import gmm
-from keras_attn_zoo.evaluation.claims import ran
-from keras_attn_zoo.evaluation.claims import weighted
+from keras_attn_zoo.evaluation.claims.papers import PAPERS
+
+
+@dataclasses.dataclass
+class ProbeContext:
+    """What a paper's `probe(context)` may read: the model and its teacher-forced
+    attention on the probed pairs.
+
+    Attributes:
+        model: the trained zoo model.
+        pairs: the probed `(source, reference)` pairs (those the model accepts).
+        make_batch: `probe_model`'s `make_batch`.
+        batch_size: sentences per teacher-forced pass.
+        stats: `report.attention_statistics` of `pairs`.
+        out_dir: where images go (`pathlib.Path`, created).
+        files: the image paths written, relative to `out_dir`; a probe appends.
+        alignment_layer: the decoder layer the alignment is read from.
+    """
+
+    model: object
+    pairs: list
+    make_batch: object
+    batch_size: int
+    stats: dict
+    out_dir: pathlib.Path
+    files: list
+    alignment_layer: int
 
 
 def align_test_with_eflomal(train_pairs, test_pairs, cache_dir):
@@ -92,18 +116,10 @@ def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
       penultimate decoder layer, the last for one layer, heads averaged,
       plus ``"monotone_aer"``, the AER of a monotone alignment of the same
       sentences);
-    * GMM: ``"gmm_gate_per_layer"``, the mean gate g per decoder layer,
-      g being the Gaussian mixture's weight (`gamma = (1 - g) alpha + g
-      beta`); None for a layer without a mixture;
-    * Weighted Transformer: ``"branch_weights"``, per branched layer κ, α
-      and their total-variation distances from uniform;
-    * RAN: ``"ran_matrix_patterns"`` (`attention_pattern` of every layer
-      and head of each RAN stack at the probed sentences' median length,
-      and per slot the share of matrices that look like the paper's) and
-      one grid of heat maps per slot, ``ran/<slot>.png`` (rows layers,
-      columns heads);
-    * RNNsearch: heat maps of its attention on the first three pairs under
-      ``heatmaps/``.
+    * what each paper's `probe` returns for this model (GMM's
+      ``"gmm_gate_per_layer"``, the Weighted Transformer's
+      ``"branch_weights"``, RAN's ``"ran_matrix_patterns"``; RNNsearch's heat
+      maps under ``heatmaps/``): see the papers' modules.
 
     Args:
         model: a trained zoo model.
@@ -171,14 +187,9 @@ def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
     else:
         unavailable["aer"] = ("no source links given (eflomal's links of the test "
                               "sentences: align_test_with_eflomal).")
-    if "cross_mixture" in stats["entropy"]:
-        result["gmm_gate_per_layer"] = gmm.gate_per_layer(model, pairs, make_batch,
-                                                          batch_size)
-    branches = weighted.branch_weights(model)
-    if branches:
-        result["branch_weights"] = branches
-    patterns = ran.matrix_patterns(model, stats, out_dir, files)
-    if patterns["matrices"]:
-        result["ran_matrix_patterns"] = patterns
-    bahdanau.heatmaps(model, stats, alignment_layer, out_dir, files)
+    context = ProbeContext(model=model, pairs=pairs, make_batch=make_batch,
+                           batch_size=batch_size, stats=stats, out_dir=out_dir, files=files,
+                           alignment_layer=alignment_layer)
+    for paper in PAPERS:
+        result.update(paper.probe(context))
     return result

@@ -48,6 +48,12 @@ def branch_weights(model):
     return rows
 
 
+def probe(context):
+    """``{"branch_weights"}`` for a Weighted Transformer (`branch_weights`); `{}` else."""
+    rows = branch_weights(context.model)
+    return {"branch_weights": rows} if rows else {}
+
+
 def steps_to_reach(curve, target):
     """First (interpolated) step at which the dev BLEU reaches `target`; None: never."""
     points = sorted((float(p["step"]), float(p["bleu"])) for p in curve
