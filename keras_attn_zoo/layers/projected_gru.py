@@ -3,7 +3,6 @@
 
 import keras
 from keras import ops
-from keras.src import tree
 
 from keras_attn_zoo.layers.projected_recurrent import cudnn_possible
 from keras_attn_zoo.layers.projected_recurrent import run_projected
@@ -77,7 +76,7 @@ class GRU(keras.layers.GRU):
         cell = self.cell
         if uses_cell_dropout(cell, training) or cudnn_possible(self):
             return super().inner_loop(sequences, initial_state, mask, training=training)
-        if tree.is_nested(initial_state):
+        if keras.tree.is_nested(initial_state):
             initial_state = initial_state[0]
         units = cell.units
         input_bias, recurrent_bias = gru_biases(cell)

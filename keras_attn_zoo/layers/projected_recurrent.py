@@ -25,8 +25,9 @@ Measured (issue 36, `benchmarks/rnn_throughput.py`): see docs/speed.md's
 
 import keras
 from keras import ops
+# Keras exports no public form of the loop its RNN layers run (`inner_loop`
+# calls this one); a subclass that replaces `inner_loop` must call it too.
 from keras.src import backend as keras_backend
-from keras.src import tree
 
 
 def cudnn_possible(layer):
@@ -57,7 +58,7 @@ def run_projected(layer, step, projected, initial_state, mask):
     transposed before their projection (`d` features, not `gates`), and the
     outputs are transposed back here.
     """
-    if tree.is_nested(mask):
+    if keras.tree.is_nested(mask):
         mask = mask[0]
     if mask is not None:
         mask = time_major(mask)
