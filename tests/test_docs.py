@@ -47,6 +47,12 @@ def test_mkdocs_builds_strictly(tmp_path):
     layers = (tmp_path / "api" / "layers" / "index.html").read_text(encoding="utf-8")
     assert "Position-wise" in layers  # FeedForward's docstring
     assert re.search(r"Call arguments:.*?<code>return_attention</code>", layers, re.DOTALL)
+    # A layer whose docstring says "as `MultiHeadAttention`." shows that layer's entries.
+    start = layers.index('id="keras_attn_zoo.layers.hard_coded_gaussian_attention.'
+                         'HardCodedGaussianAttention"')
+    section = layers[start:layers.index("doc doc-heading", start + 100)]
+    assert re.findall(r"<b><code>(\w+)</code></b>", section.split("Call arguments:")[1]) == [
+        "query", "context", "context_mask", "causal", "training", "return_attention"]
 
 
 def test_the_readme_is_a_front_door():
@@ -132,3 +138,6 @@ def test_call_arguments_are_read_as_name_and_description():
         ("training", "bool.")]
     with pytest.raises(ValueError, match="as `MultiHeadAttention`"):
         extension.call_arguments("as `MultiHeadAttention` (query, context).\n")
+    assert extension.referenced_class("as `layers.projected_gru.GRU`.") == "GRU"
+    assert extension.referenced_class("as `MultiHeadAttention`") == "MultiHeadAttention"
+    assert extension.referenced_class("query: as `MultiHeadAttention`.") is None

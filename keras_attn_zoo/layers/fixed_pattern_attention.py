@@ -84,12 +84,7 @@ class FixedPatternAttention(HeadedAttention):
         use_bias: whether the value and output projections have biases.
 
     Call arguments:
-        query: `[B, T, d]`.
-        context: `[B, S, d]` keys/values; `None` means self-attention.
-        context_mask: boolean `[B, S]`, `True` for real (unpadded) keys.
-        causal: mask keys after each query (decoder self-attention).
-        training: Python bool, enables dropout.
-        return_attention: also return the weights `[B, h, T, S]` (float32).
+        as `MultiHeadAttention`.
 
     A subclass whose pattern needs inputs (RAN's `attention_matrix`) adds them
     to its own `call` and `step` and forwards them to `_attend_sequence` and

@@ -43,12 +43,7 @@ class HardCodedGaussianAttention(FixedPatternAttention):
         use_bias: biases of the value and output projections.
 
     Call arguments:
-        query: `[B, T, d]`.
-        context: `[B, S, d]` keys/values; `None` means self-attention.
-        context_mask: boolean `[B, S]`, `True` for real (unpadded) keys.
-        causal: mask keys after each query (decoder self-attention).
-        training: Python bool, enables dropout.
-        return_attention: also return the weights `[B, h, T, S]` (float32).
+        as `MultiHeadAttention`.
 
     Examples:
         >>> layer = HardCodedGaussianAttention(num_heads=2, key_dim=8, offsets=(-1, 0))

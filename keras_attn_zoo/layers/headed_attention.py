@@ -24,12 +24,7 @@ class HeadedAttention(keras.layers.Layer):
         use_bias: whether the projections have biases.
 
     Call arguments:
-        query: `[B, T, d]`.
-        context: `[B, S, d]` keys/values; `None` means self-attention.
-        context_mask: boolean `[B, S]`, `True` for real (unpadded) keys.
-        causal: mask keys after each query (decoder self-attention).
-        training: Python bool, enables dropout.
-        return_attention: also return the weights `[B, h, T, S]` (float32).
+        as `MultiHeadAttention`.
 
     Examples:
         >>> from keras_attn_zoo.layers import MultiHeadAttention

@@ -24,10 +24,7 @@ class LSTM(keras.layers.LSTM):
     `layers.projected_recurrent` for when it uses Keras' own loop instead).
 
     Call arguments:
-        sequences: `[B, T, features]`.
-        initial_state: the state to start from; None: zeros.
-        mask: boolean `[B, T]`, False for steps to skip.
-        training: Python bool, enables dropout (which runs Keras' own loop).
+        as `layers.projected_gru.GRU`.
 
     Examples:
         >>> outputs, hidden, carry = ProjectedLSTM(4, return_sequences=True, return_state=True)(

@@ -29,12 +29,7 @@ class RandomSynthesizerAttention(FixedPatternAttention):
         logits_initializer: initializer of `R`.
 
     Call arguments:
-        query: `[B, T, d]`.
-        context: `[B, S, d]` keys/values; `None` means self-attention.
-        context_mask: boolean `[B, S]`, `True` for real (unpadded) keys.
-        causal: mask keys after each query (decoder self-attention).
-        training: Python bool, enables dropout.
-        return_attention: also return the weights `[B, h, T, S]` (float32).
+        as `MultiHeadAttention`.
 
     Examples:
         >>> layer = RandomSynthesizerAttention(num_heads=2, key_dim=8, max_length=32)

@@ -17,13 +17,9 @@ class TransformerDecoderBlock(TransformerBlock):
         intermediate_dim: inner width of the feed-forward network.
 
     Keyword Args:
-        dropout: residual dropout.
-        activation: feed-forward activation.
-        norm_first: pre-norm (`True`) or the original post-norm (`False`).
-        use_feed_forward: `False` when the attention layer has its own FFNs.
-        activation_dropout: dropout after the feed-forward activation
-            (fairseq's name; default 0: none).
-        **kwargs: the rest go to `keras.layers.Layer` (`name`, `dtype`).
+        **kwargs: those of `TransformerEncoderBlock` (`dropout`, `activation`,
+            `norm_first`, `use_feed_forward`, `activation_dropout`) and of
+            `keras.layers.Layer` (`name`, `dtype`).
 
     Call arguments:
         x: `[B, T, d]` decoder input.
