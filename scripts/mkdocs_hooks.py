@@ -148,6 +148,7 @@ def _generated_files(files, config):
         files.append(File.generated(config, path, content=markdown))
     import griffe
 
-    package = griffe.load(PACKAGE, search_paths=[str(repo)], docstring_parser="google")
+    package = griffe.load(PACKAGE, search_paths=[str(repo)], try_relative_path=False,
+                          docstring_parser="google")
     for path in undocumented_objects(package):
         log.warning("%s has no docstring: the API reference would leave it out", path)
