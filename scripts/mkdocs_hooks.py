@@ -67,9 +67,17 @@ def package_ranks(repo):
     raise ValueError(f"{RANKS_SOURCE} defines no RANKS")
 
 
-def api_pages(ranks):
-    """`{page path: markdown}`: the index (the layout) and one page per ranked name."""
-    rows = [f"| [`{name}`]({name}.md) | {rank} |"
+def summary(docstring):
+    """A docstring's first paragraph on one line ('' for none), for a table cell."""
+    paragraph = (docstring or "").strip().split("\n\n", 1)[0]
+    return " ".join(paragraph.split()).replace("|", "\\|")
+
+
+def api_pages(ranks, summaries=None):
+    """`{page path: markdown}`: the index (the layout: each name's rank and
+    `summaries[name]`) and one page per ranked name."""
+    summaries = summaries or {}
+    rows = [f"| [`{name}`]({name}.md) | {rank} | {summaries.get(name, '')} |"
             for name, rank in sorted(ranks.items(), key=lambda item: item[1])]
     index = "\n".join([
         "# API reference",
@@ -78,8 +86,8 @@ def api_pages(ranks):
         "a module imports modules of its own rank or a lower one, never a higher one",
         f"(`{RANKS_SOURCE}` holds the ranks and checks every import against them).",
         "",
-        "| package or module | rank |",
-        "| --- | --- |",
+        "| package or module | rank | what it holds |",
+        "| --- | --- | --- |",
         *rows,
         "",
     ])
@@ -143,12 +151,16 @@ def on_config(config):
 
 
 def _generated_files(files, config):
-    repo = pathlib.Path(config["config_file_path"]).parent
-    for path, markdown in api_pages(package_ranks(repo)).items():
-        files.append(File.generated(config, path, content=markdown))
     import griffe
 
+    repo = pathlib.Path(config["config_file_path"]).parent
     package = griffe.load(PACKAGE, search_paths=[str(repo)], try_relative_path=False,
                           docstring_parser="google")
+    ranks = package_ranks(repo)
+    summaries = {name: summary(package.members[name].docstring.value)
+                 for name in ranks if name in package.members
+                 and package.members[name].docstring is not None}
+    for path, markdown in api_pages(ranks, summaries).items():
+        files.append(File.generated(config, path, content=markdown))
     for path in undocumented_objects(package):
         log.warning("%s has no docstring: the API reference would leave it out", path)

@@ -125,9 +125,11 @@ def test_the_build_names_every_public_object_without_a_docstring(tmp_path):
 def test_the_api_pages_follow_the_ranks():
     hooks = _load_script("mkdocs_hooks")
     assert hooks.package_ranks(REPO) == RANKS
-    pages = hooks.api_pages({"b": 1, "a": 0})
+    summaries = {"a": hooks.summary("First | line\n  wrapped.\n\nMore.")}
+    pages = hooks.api_pages({"b": 1, "a": 0}, summaries)
     assert list(pages) == ["api/index.md", "api/b.md", "api/a.md"]
     assert pages["api/index.md"].index("[`a`]") < pages["api/index.md"].index("[`b`]")
+    assert "| [`a`](a.md) | 0 | First \\| line wrapped. |" in pages["api/index.md"]
     assert pages["api/a.md"].endswith("::: keras_attn_zoo.a\n")
 
 
