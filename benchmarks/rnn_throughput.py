@@ -161,7 +161,7 @@ class Worker:
     def handle(self, command):
         if command["do"] == "time":
             cpu_started = time.process_time()
-            seconds, _ = common._timed_once(self.steppers[command["model"]])
+            seconds, _ = common.timed_once(self.steppers[command["model"]])
             return {"seconds": seconds, "cpu_seconds": time.process_time() - cpu_started}
         if command["do"] == "matmul":
             return matmul_rates(command["size"])

@@ -379,6 +379,7 @@ def _score_command(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `keras-attn-zoo` command's parser: `translate` and `serve`."""
     parser = argparse.ArgumentParser(
         prog="keras-attn-zoo",
         description="Attention model zoo for neural machine translation.")
@@ -515,6 +516,9 @@ def _serve_command(args) -> int:
 
 
 def main(argv=None) -> int:
+    """Runs the `keras-attn-zoo` command with `argv` (None: `sys.argv`); returns its exit status.
+
+    """
     args = build_parser().parse_args(argv)
     start_tensorflow()  # TensorFlow's start-up noise would hide the command's output
     return args.handler(args)

@@ -1,13 +1,17 @@
 """The seed papers' claims: probes of one model (tiny, untrained) and verdicts over seeds."""
 
+import ast
 import functools
 import json
 import math
+import pathlib
 
 import numpy as np
 import pytest
 
 from keras_attn_zoo.evaluation import claims
+from keras_attn_zoo.evaluation.claims import ran
+from keras_attn_zoo.evaluation.claims import weighted
 from keras_attn_zoo.evaluation.significance import CONFIRMED
 from keras_attn_zoo.evaluation.significance import INCONCLUSIVE
 from keras_attn_zoo.evaluation.significance import NOT_CONFIRMED
@@ -36,6 +40,24 @@ def _probe(model, tokenizer, out_dir, make_batch, name, **options):
 
 
 # ---- probes --------------------------------------------------------------------------------
+
+
+def test_the_shared_modules_name_no_paper():
+    """A paper's module joins `papers.PAPERS`, and the claims and probes follow it;
+    the modules every paper uses import none of them."""
+    from keras_attn_zoo.evaluation.claims.papers import PAPERS
+
+    assert claims.CLAIMS == [claim for paper in PAPERS for claim in paper.CLAIMS]
+    assert all(callable(paper.probe) for paper in PAPERS)
+    papers = {paper.__name__ for paper in PAPERS}
+    directory = pathlib.Path(claims.__file__).parent
+    for shared in ("__init__.py", "probes.py", "engine.py", "checks.py"):
+        imported = set()
+        for node in ast.walk(ast.parse((directory / shared).read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom) and node.module:
+                imported |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        assert not imported & papers, (shared, sorted(imported & papers))
+
 
 
 def test_gmm_probe_gives_entropy_and_one_gate_per_decoder_layer(tiny_tokenizer, tmp_path):
@@ -80,29 +102,29 @@ def test_weighted_probe_total_variation_of_kappa_and_alpha(tiny_tokenizer, tmp_p
     changed = next(row for row in moved if row["layer"] == layer.name)
     assert changed["kappa_tv_from_uniform"] == pytest.approx(0.45, abs=1e-6)
     assert changed["alpha_tv_from_uniform"] == pytest.approx(0.3, abs=1e-6)
-    assert claims.total_variation_from_uniform([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.75)
+    assert weighted.total_variation_from_uniform([1.0, 0.0, 0.0, 0.0]) == pytest.approx(0.75)
 
 
 def test_attention_pattern_of_local_and_uniform_matrices():
-    identity = claims.attention_pattern(np.eye(12))
+    identity = ran.attention_pattern(np.eye(12))
     assert identity["diagonal"] == pytest.approx(1.0) and identity["band"] == pytest.approx(1.0)
     assert identity["diagonal"] > identity["uniform_diagonal"] == pytest.approx(1 / 12)
     assert identity["band"] > identity["uniform_band"]
     assert identity["lift"] == pytest.approx(1.0) and identity["looks_like_paper"]
-    uniform = claims.attention_pattern(np.full((12, 12), 1 / 12))
+    uniform = ran.attention_pattern(np.full((12, 12), 1 / 12))
     assert uniform["lift"] == pytest.approx(0.0, abs=1e-12)
     assert not uniform["looks_like_paper"]
     # The causal decoder: uniform over keys 0..i; the first token counts as pattern.
     causal_uniform = np.tril(np.ones((12, 12)))
-    causal = claims.attention_pattern(causal_uniform, causal=True)
+    causal = ran.attention_pattern(causal_uniform, causal=True)
     assert causal["lift"] == pytest.approx(0.0, abs=1e-12)
     first = np.zeros((12, 12))
     first[:, 0] = 1.0
-    first_token = claims.attention_pattern(first, causal=True)
+    first_token = ran.attention_pattern(first, causal=True)
     assert first_token["first_token"] == pytest.approx(1.0)
     assert first_token["looks_like_paper"]
     # Mass far from the diagonal is below uniform: a negative lift.
-    far = claims.attention_pattern(np.eye(12)[::-1])
+    far = ran.attention_pattern(np.eye(12)[::-1])
     assert far["lift"] < 0 and not far["looks_like_paper"]
 
 

@@ -58,13 +58,14 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             ``n``, the mean log-prob per token, as the eager translator's
             reference code ranks; ``length_penalty`` is then unused); ``n``
             counts the generated tokens with EOS. A Python string.
-        max_length_a, max_length_b: Python numbers or scalar tensors; sentence
-            ``i`` emits at most ``ceil(a * source_length_i + b)`` tokens
+        max_length_a: Python number or scalar tensor, ``a`` of the length
+            limit; sentence ``i`` emits at most ``ceil(a * source_length_i + b)`` tokens
             (excluding EOS; source_length counts non-pad tokens), after which
             EOS is forced with the model's own EOS log-prob. For a model with
             a fixed number of decoder positions (``model.max_decode_length``
             not None) the limit is capped at that
             number minus one (see ``common.max_target_lengths``).
+        max_length_b: ``b`` of that limit, Python number or scalar tensor.
         num_return: N <= K, hypotheses returned per sentence: a Python int or
             a scalar int32 tensor (an exported signature's call-time input).
         logits_processor: optional ``fn(log_probs, step, tokens_so_far, state)
@@ -84,17 +85,15 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             scalar int32 tensor.
 
     Returns:
-        dict with
-        * ``ids`` int32 ``[B, N, T]``: generated tokens, no BOS, no EOS,
-          0-padded; T is the longest returned length.
-        * ``lengths`` int32 ``[B, N]``: tokens per hypothesis excluding EOS.
-        * ``scores`` float32 ``[B, N]``: length-penalised, best first. A
-          score of -1e9 marks an empty slot (fewer than N hypotheses could be
-          formed, e.g. when a processor bans nearly everything).
-        * ``steps`` int32 scalar: ``decode_step`` calls made.
-        * ``alignment`` float32 ``[B, N, T, S]`` if the state has
-          ``"attention"``: row t is the attention of the step that produced
-          ``ids[..., t]``.
+        dict: ``ids`` int32 ``[B, N, T]``, generated tokens, no BOS, no EOS,
+            0-padded, T the longest returned length; ``lengths`` int32
+            ``[B, N]``, tokens per hypothesis excluding EOS; ``scores``
+            float32 ``[B, N]``, length-penalised, best first (-1e9 marks an
+            empty slot: fewer than N hypotheses could be formed, e.g. when a
+            processor bans nearly everything); ``steps`` int32 scalar,
+            ``decode_step`` calls made; ``alignment`` float32 ``[B, N, T, S]``
+            if the state has ``"attention"``, row t the attention of the step
+            that produced ``ids[..., t]``.
     """
     if isinstance(beam_size, int) and isinstance(num_return, int) and num_return > beam_size:
         raise ValueError(f"num_return={num_return} exceeds beam_size={beam_size}")

@@ -64,11 +64,13 @@ class EagerStreamer:
 
     Args:
         model: an ``EagerLSTMTranslator``.
-        start_pads, epsilon_limit, source_padding_injection: as for the
-            processor (None: the model's).
-        max_length_a, max_length_b: ``greedy_search``'s length limit
-            ``ceil(a * (source tokens + EOS) + b)``; it only acts after the
-            source has ended when ``max_length_a >= 1``.
+        start_pads: as for the processor (None: the model's).
+        epsilon_limit: as for the processor (None: the model's).
+        source_padding_injection: as for the processor (None: the model's).
+        max_length_a: ``a`` of ``greedy_search``'s length limit
+            ``ceil(a * (source tokens + EOS) + b)``; the limit only acts after
+            the source has ended when ``max_length_a >= 1``.
+        max_length_b: ``b`` of that limit.
         carry_state: keep the LSTM state from one sentence to the next.
 
     Example:

@@ -21,10 +21,11 @@ def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
     Args:
         model: object implementing the step protocol (see ``common``).
         source_ids: int32 ``[B, S]``, 0 = padding.
-        max_length_a, max_length_b: Python numbers or scalar tensors; sentence
-            ``i`` emits at most ``ceil(a * source_length_i + b)`` tokens before
+        max_length_a: Python number or scalar tensor, ``a`` of the length
+            limit; sentence ``i`` emits at most ``ceil(a * source_length_i + b)`` tokens before
             EOS, which is forced at that point; capped for fixed-length
             models as in ``beam_search``.
+        max_length_b: ``b`` of that limit, Python number or scalar tensor.
         logits_processor: optional ``fn(log_probs, step, tokens_so_far, state)
             -> log_probs`` on ``[B, V]`` float32 log-probs (see ``beam_search``).
         no_repeat_ngram_size: as in ``beam_search``.
@@ -57,8 +58,12 @@ def sample_search(model, source_ids, *, temperature=1.0, top_k=0, top_p=1.0, see
     ``(seed, step)``: the same seed and inputs give the same output.
 
     Args:
-        model, source_ids, max_length_a, max_length_b, logits_processor,
-            no_repeat_ngram_size: as in ``greedy_search``.
+        model: as in ``greedy_search``.
+        source_ids: as in ``greedy_search``.
+        max_length_a: as in ``greedy_search``.
+        max_length_b: as in ``greedy_search``.
+        logits_processor: as in ``greedy_search``.
+        no_repeat_ngram_size: as in ``greedy_search``.
         temperature: > 0; below 1 sharpens, above 1 flattens.
         top_k: int >= 0.
         top_p: float in (0, 1].

@@ -20,6 +20,7 @@ SECTION_END = "<!-- leaderboard:end -->"
 
 
 def mean_std(values):
+    """`(mean, std)` of the values that are not None; `(None, None)` for none."""
     values = [v for v in values if v is not None]
     if not values:
         return None, None
@@ -27,6 +28,7 @@ def mean_std(values):
 
 
 def format_mean_std(mean, std, digits=2):
+    """`mean ± std` with `digits` decimals; `-` for no mean."""
     if mean is None:
         return "-"
     return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
@@ -66,6 +68,7 @@ TABLE_COLUMNS = ("model | params | seeds | steps | BLEU | chrF | Δ BLEU vs Tran
 
 
 def table_markdown(rows):
+    """The leaderboard's table, one row per model, as markdown."""
     lines = ["| " + TABLE_COLUMNS + " |", "|" + "---|" * len(TABLE_COLUMNS.split(" | "))]
     for row in rows:
         steps = sorted({s for s in row["steps"] if s is not None})
@@ -133,6 +136,9 @@ def budget_evidence(cells):
 
 
 def budget_markdown(evidence):
+    """A sentence on whether the step budget sufficed (the dev chrF per 1,000 steps); '' without
+    evidence.
+    """
     if not evidence:
         return ""
     seeds = "; ".join(
@@ -161,6 +167,7 @@ def probe_images(cells):
 
 
 def write_plots(results_dir, cells, rows):
+    """Writes the leaderboard's plots into `results_dir`; returns `{name: file name}`."""
     from keras_attn_zoo.evaluation.plots import plot_learning_curves
     from keras_attn_zoo.evaluation.plots import plot_score_against
     from keras_attn_zoo.models import MODEL_VARIANTS

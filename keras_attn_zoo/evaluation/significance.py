@@ -147,7 +147,8 @@ def bootstrap_difference(baseline, system, references, metric="bleu", n_samples=
     """Koehn's paired bootstrap of `score(system) - score(baseline)` on one seed.
 
     Args:
-        baseline, system: hypothesis lists aligned with `references`.
+        baseline: the baseline's hypotheses, aligned with `references`.
+        system: the compared system's hypotheses, aligned with `references`.
         metric: "bleu" or "chrf" (sacreBLEU's defaults, as `scores.corpus_scores`).
         n_samples: resamples of the sentences (both systems resampled together).
         seed: the resampling's seed (sacreBLEU's default, 12345).

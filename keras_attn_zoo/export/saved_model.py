@@ -208,8 +208,10 @@ def export_saved_model(model, tokenizer, path, *, name=None, version=None,
         version: int; default the next integer after the existing versions.
         model_card: dict merged into ``model_card.json`` (e.g. ``preset``, ``data``,
             ``direction``, ``bleu``); every value must be JSON-serialisable.
-        beam_size, length_penalty, max_length_a, max_length_b: the defaults of the
-            ``translate`` signature.
+        beam_size: the ``translate`` signature's default beam.
+        length_penalty: its default length penalty.
+        max_length_a: its default `a` of the output length limit `a * S + b`.
+        max_length_b: its default `b` of that limit.
         max_input_length: longest accepted source in tokens (pieces + EOS).
 
     Returns:

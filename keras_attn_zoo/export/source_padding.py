@@ -31,7 +31,8 @@ def choose_source_padding_injection(model, tokenizer, dev_pairs, *,
         tokenizer: its SentencePiece vocabulary.
         dev_pairs: ``(source, reference)`` texts.
         candidates: the N values tried.
-        beam_size, length_penalty: the search's.
+        beam_size: the search's beam.
+        length_penalty: the search's length penalty.
 
     Returns:
         ``{"chosen": N, "by_value": {N: {"bleu", "chrf", "length_ratio"}}}``,

@@ -140,8 +140,9 @@ class Translator(tf.Module):
             ``.model`` path or the model's bytes. It must use the zoo's special ids.
         beam_size: default beam size (``translate``, ``translate_texts``).
         length_penalty: default GNMT alpha.
-        max_length_a, max_length_b: default output limit, at most
+        max_length_a: ``a`` of the default output limit, at most
             ``ceil(a * source_tokens + b)`` pieces per sentence.
+        max_length_b: ``b`` of that limit.
         max_input_length: longest accepted source in tokens (pieces + EOS);
             default 1024 or the model's ``max_length`` if smaller. Longer inputs are
             an error, never truncated.
@@ -321,8 +322,9 @@ class Translator(tf.Module):
             source_ids: int32 [B, S]: SentencePiece ids then EOS (3), 0-padded.
             beam_size: int32 scalar >= 1.
             length_penalty: float32 scalar GNMT alpha (0 = off).
-            max_length_a, max_length_b: float32 scalars, output limit
+            max_length_a: float32 scalar, ``a`` of the output limit
                 ``ceil(a * source_tokens + b)``.
+            max_length_b: float32 scalar, ``b`` of that limit.
 
         Returns:
             ``ids`` int32 [B, T] (no BOS/EOS, 0-padded; model-specific tokens
@@ -520,8 +522,10 @@ class Translator(tf.Module):
         Args:
             texts: list of ``str`` (or UTF-8 ``bytes``).
             batch_size: sentences per call.
-            beam_size, length_penalty, max_length_a, max_length_b: None for the
-                translator's defaults.
+            beam_size: None for the translator's default.
+            length_penalty: None for the translator's default.
+            max_length_a: None for the translator's default.
+            max_length_b: None for the translator's default.
             return_scores: also return the scores.
 
         Returns:

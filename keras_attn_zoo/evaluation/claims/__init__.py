@@ -38,28 +38,23 @@ How verdicts are reached:
 
 Thresholds and where they come from: in each paper's module (`ran`, `gmm`,
 `weighted`, `bahdanau`, `eager`; `checks.AER_MARGIN` for the alignment
-claims), beside the claims that use them. `engine` holds the verdict rules,
-`probes` the measurements of one model.
+claims), beside the claims that use them; `papers.PAPERS` lists the papers.
+`engine` holds the verdict rules, `probes` the measurements of one model
+(each paper's `probe` adds its own).
 """
 
-from keras_attn_zoo.evaluation.claims import bahdanau
-from keras_attn_zoo.evaluation.claims import eager
 from keras_attn_zoo.evaluation.claims import engine
-from keras_attn_zoo.evaluation.claims import gmm
-from keras_attn_zoo.evaluation.claims import ran
-from keras_attn_zoo.evaluation.claims import weighted
 from keras_attn_zoo.evaluation.claims.engine import MIN_SEEDS
 from keras_attn_zoo.evaluation.claims.engine import NotMeasured
 from keras_attn_zoo.evaluation.claims.engine import majority_verdict
 from keras_attn_zoo.evaluation.claims.engine import verdict_on_seeds
 from keras_attn_zoo.evaluation.claims.engine import verdicts_markdown
+from keras_attn_zoo.evaluation.claims.papers import PAPERS
 from keras_attn_zoo.evaluation.claims.probes import align_test_with_eflomal
 from keras_attn_zoo.evaluation.claims.probes import probe_model
-from keras_attn_zoo.evaluation.claims.ran import attention_pattern
-from keras_attn_zoo.evaluation.claims.weighted import total_variation_from_uniform
 
-# Every claim, in the table's order: paper by paper.
-CLAIMS = ran.CLAIMS + gmm.CLAIMS + weighted.CLAIMS + bahdanau.CLAIMS + eager.CLAIMS
+# Every claim, in the table's order: paper by paper (`papers.PAPERS`).
+CLAIMS = [claim for paper in PAPERS for claim in paper.CLAIMS]
 
 
 def claim_verdicts(cells):
@@ -69,5 +64,5 @@ def claim_verdicts(cells):
 
 
 __all__ = ["CLAIMS", "MIN_SEEDS", "NotMeasured", "align_test_with_eflomal",
-           "attention_pattern", "claim_verdicts", "majority_verdict", "probe_model",
-           "total_variation_from_uniform", "verdict_on_seeds", "verdicts_markdown"]
+           "claim_verdicts", "majority_verdict", "probe_model", "verdict_on_seeds",
+           "verdicts_markdown"]

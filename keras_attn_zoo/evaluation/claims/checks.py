@@ -22,6 +22,7 @@ AER_MARGIN = 0.05
 
 
 def versus_transformer(cells, model):
+    """`(seeds, BLEU differences, p-values)` of `model` against the Transformer, seed by seed."""
     rows = cells.seeds(model, "versus_transformer.bleu_difference",
                        "versus_transformer.bleu_p_value")
     seeds = [seed for seed, _ in rows]
@@ -31,6 +32,7 @@ def versus_transformer(cells, model):
 
 
 def bleu_sentence(model, differences, p_values):
+    """The paired BLEU comparison of `model` with the Transformer, in one sentence."""
     better = sum(d > 0 and p < ALPHA for d, p in zip(differences, p_values))
     worse = sum(d < 0 and p < ALPHA for d, p in zip(differences, p_values))
     return (f"BLEU {display_name(model)} minus Transformer (same seed, paired bootstrap): "
@@ -39,11 +41,13 @@ def bleu_sentence(model, differences, p_values):
 
 
 def bleu_numbers(seeds, differences, p_values):
+    """The paired BLEU comparison's numbers, as a verdict records them."""
     return {"seeds": seeds, "bleu_difference": rounded(differences),
             "bleu_p_value": rounded(p_values)}
 
 
 def at_least_transformer(model):
+    """A claim check: `model` translates at least as well as the Transformer (paired BLEU)."""
     def check(cells):
         seeds, differences, p_values = versus_transformer(cells, model)
         return (bleu_sentence(model, differences, p_values),
@@ -53,6 +57,7 @@ def at_least_transformer(model):
 
 
 def below_transformer(model):
+    """A claim check: `model` translates worse than the Transformer (paired BLEU)."""
     def check(cells):
         seeds, differences, p_values = versus_transformer(cells, model)
         # The claim "Transformer > model": the Transformer is the system.
@@ -63,6 +68,9 @@ def below_transformer(model):
 
 
 def speed_ratio(model, key, claimed, tolerance, what, reference=BASELINE):
+    """A claim check: `model`'s `key` (a speed) is `claimed` times the `reference`'s, within
+    `tolerance`.
+    """
     def check(cells):
         paired = cells.paired(model, [key], baseline=reference)
         # Timed in the cell's process, round by round with the reference (the

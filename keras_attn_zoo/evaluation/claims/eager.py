@@ -48,7 +48,17 @@ EAGER_SPEED_TOLERANCE = 0.2
 EPSILON_SHARE_RANGE = (0.14, 0.23)
 
 
+def probe(context):
+    """No probe: the eager translator has no attention weights, and its claims
+    read the cell's own figures (BLEU, speed, ``"eager"``'s ε share)."""
+    del context
+    return {}
+
+
 def gap_check(reference):
+    """A claim check: the eager translator's BLEU is at most `EAGER_MAX_GAP` below `reference`'s.
+
+    """
     def check(cells):
         paired = cells.paired("eager", ["bleu"], baseline=reference)
         own = [float(c["bleu"]) for _, c, _ in paired]
@@ -74,6 +84,7 @@ def gap_check(reference):
 
 
 def epsilon_check(cells):
+    """The eager translator's share of ε tokens against the paper's (Table 1)."""
     rows = cells.seeds("eager", "eager.epsilon_share")
     shares = [float(value_at(c, "eager.epsilon_share")) for _, c in rows]
     low, high = EPSILON_SHARE_RANGE

@@ -43,6 +43,9 @@ def majority_verdict(outcomes):
 
 
 def value_at(cell, path):
+    """The value at the dotted `path` of a cell (`"probes.aer"`); None where any part is missing.
+
+    """
     value = cell
     for key in path.split("."):
         if not isinstance(value, dict) or value.get(key) is None:
@@ -52,6 +55,7 @@ def value_at(cell, path):
 
 
 def display_name(key):
+    """The name a verdict gives the leaderboard's model `key`."""
     return {"transformer": "Transformer", "weighted": "Weighted Transformer"}.get(key, key)
 
 
@@ -67,6 +71,7 @@ def spread(values, digits=2, signed=False, unit=""):
 
 
 def rounded(values, digits=4):
+    """`values` rounded to `digits`, None kept."""
     return [None if value is None else round(float(value), digits) for value in values]
 
 

@@ -60,7 +60,18 @@ def gate_per_layer(model, pairs, make_batch, batch_size):
     return report.round_nested(sums / max(counts, 1))
 
 
+def probe(context):
+    """``{"gmm_gate_per_layer"}`` for a model with a Gaussian-mixture cross-attention:
+    the mean gate g per decoder layer, g being the mixture's weight (`gamma =
+    (1 - g) alpha + g beta`), None for a layer without a mixture; `{}` else."""
+    if "cross_mixture" not in context.stats["entropy"]:
+        return {}
+    return {"gmm_gate_per_layer": gate_per_layer(
+        context.model, context.pairs, context.make_batch, context.batch_size)}
+
+
 def entropy_check(cells):
+    """GMM's cross-attention entropy against the Transformer's (the paper's Table 6)."""
     key = "probes.cross_attention_entropy_mean"
     paired = cells.paired("GMM", [key])
     own = [float(value_at(c, key)) for _, c, _ in paired]
@@ -79,6 +90,7 @@ def entropy_check(cells):
 
 
 def longest_bucket(cell):
+    """The longest source-length bucket of a cell that has sentences and a BLEU; None: none."""
     for bucket in reversed(cell["bleu_by_source_length"]):
         if bucket.get("sentences") and bucket.get("bleu") is not None:
             return bucket
@@ -86,6 +98,7 @@ def longest_bucket(cell):
 
 
 def long_sentences_check(cells):
+    """GMM's BLEU on the longest sources against the Transformer's."""
     key = "bleu_by_source_length"
     paired = cells.paired("GMM", [key])
     rows = []
@@ -123,6 +136,9 @@ def long_sentences_check(cells):
 
 
 def gate_check(cells):
+    """GMM's gates: the bottom layer leans on dot-product attention, upper layers use the mixture
+    more.
+    """
     rows = cells.seeds("GMM", "probes.gmm_gate_per_layer")
     outcomes, bottoms, uppers, per_layer = [], [], [], []
     for _, cell in rows:

@@ -2,20 +2,44 @@
 dict the leaderboard stores in the cell's ``"probes"``.
 
 The attention's entropy and its alignment error rate against eflomal's links
-are measured here for every attention model; what one mechanism needs (GMM's
-gates, the Weighted Transformer's κ and α, the RAN matrices, RNNsearch's heat
-maps) comes from that paper's module.
+are measured here for every attention model; what one mechanism needs comes
+from the `probe` of its paper's module (`papers.PAPERS`), given a
+`ProbeContext`, so no mechanism is named here.
 """
 
+import dataclasses
 import math
 import pathlib
 
 from keras_attn_zoo.evaluation import analysis
 from keras_attn_zoo.evaluation import report
-from keras_attn_zoo.evaluation.claims import bahdanau
-from keras_attn_zoo.evaluation.claims import gmm
-from keras_attn_zoo.evaluation.claims import ran
-from keras_attn_zoo.evaluation.claims import weighted
+from keras_attn_zoo.evaluation.claims.papers import PAPERS
+
+
+@dataclasses.dataclass
+class ProbeContext:
+    """What a paper's `probe(context)` may read: the model and its teacher-forced
+    attention on the probed pairs.
+
+    Attributes:
+        model: the trained zoo model.
+        pairs: the probed `(source, reference)` pairs (those the model accepts).
+        make_batch: `probe_model`'s `make_batch`.
+        batch_size: sentences per teacher-forced pass.
+        stats: `report.attention_statistics` of `pairs`.
+        out_dir: where images go (`pathlib.Path`, created).
+        files: the image paths written, relative to `out_dir`; a probe appends.
+        alignment_layer: the decoder layer the alignment is read from.
+    """
+
+    model: object
+    pairs: list
+    make_batch: object
+    batch_size: int
+    stats: dict
+    out_dir: pathlib.Path
+    files: list
+    alignment_layer: int
 
 
 def align_test_with_eflomal(train_pairs, test_pairs, cache_dir):
@@ -78,6 +102,25 @@ def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
     Teacher forced on the references of the first `max_pairs` test pairs
     (those the model accepts; `report.fitting_pairs`), padding excluded.
 
+    The result holds ``{"model", "pairs_probed", "pairs_skipped_too_long",
+    "files", "unavailable"}`` and, where they apply:
+
+    * every attention model: ``"cross_attention_entropy"`` (nats, per
+      decoder layer, heads and real rows averaged; the fused weights for
+      GMM), ``"cross_attention_entropy_mean"``,
+      ``"cross_attention_entropy_by_length"`` (source words: <= 20,
+      21-40, > 40, the GMM paper's Table 6), ``"entropy_per_layer"``
+      (every slot: encoder/decoder self, GMM's dot-product and mixture
+      parts);
+    * with `source_links`: ``"aer"`` (`report.alignment_quality` of the
+      penultimate decoder layer, the last for one layer, heads averaged,
+      plus ``"monotone_aer"``, the AER of a monotone alignment of the same
+      sentences);
+    * what each paper's `probe` returns for this model (GMM's
+      ``"gmm_gate_per_layer"``, the Weighted Transformer's
+      ``"branch_weights"``, RAN's ``"ran_matrix_patterns"``; RNNsearch's heat
+      maps under ``heatmaps/``): see the papers' modules.
+
     Args:
         model: a trained zoo model.
         tokenizer: its SentencePiece tokenizer (or a processor or `.model` path).
@@ -96,32 +139,7 @@ def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
         batch_size: sentences per teacher-forced pass.
 
     Returns:
-        ``{"model", "pairs_probed", "pairs_skipped_too_long", "files",
-        "unavailable"}`` and, where they apply:
-
-        * every attention model: ``"cross_attention_entropy"`` (nats, per
-          decoder layer, heads and real rows averaged; the fused weights for
-          GMM), ``"cross_attention_entropy_mean"``,
-          ``"cross_attention_entropy_by_length"`` (source words: <= 20,
-          21-40, > 40, the GMM paper's Table 6), ``"entropy_per_layer"``
-          (every slot: encoder/decoder self, GMM's dot-product and mixture
-          parts);
-        * with `source_links`: ``"aer"`` (`report.alignment_quality` of the
-          penultimate decoder layer, the last for one layer, heads averaged,
-          plus ``"monotone_aer"``, the AER of a monotone alignment of the same
-          sentences);
-        * GMM: ``"gmm_gate_per_layer"``, the mean gate g per decoder layer,
-          g being the Gaussian mixture's weight (`gamma = (1 - g) alpha + g
-          beta`); None for a layer without a mixture;
-        * Weighted Transformer: ``"branch_weights"``, per branched layer κ, α
-          and their total-variation distances from uniform;
-        * RAN: ``"ran_matrix_patterns"`` (`attention_pattern` of every layer
-          and head of each RAN stack at the probed sentences' median length,
-          and per slot the share of matrices that look like the paper's) and
-          one grid of heat maps per slot, ``ran/<slot>.png`` (rows layers,
-          columns heads);
-        * RNNsearch: heat maps of its attention on the first three pairs under
-          ``heatmaps/``.
+        The probes, a JSON-serialisable dict (keys above).
     """
     from keras_attn_zoo.data.vocabulary import sentencepiece_processor
     from keras_attn_zoo.evaluation.attention import has_attention
@@ -169,14 +187,9 @@ def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
     else:
         unavailable["aer"] = ("no source links given (eflomal's links of the test "
                               "sentences: align_test_with_eflomal).")
-    if "cross_mixture" in stats["entropy"]:
-        result["gmm_gate_per_layer"] = gmm.gate_per_layer(model, pairs, make_batch,
-                                                          batch_size)
-    branches = weighted.branch_weights(model)
-    if branches:
-        result["branch_weights"] = branches
-    patterns = ran.matrix_patterns(model, stats, out_dir, files)
-    if patterns["matrices"]:
-        result["ran_matrix_patterns"] = patterns
-    bahdanau.heatmaps(model, stats, alignment_layer, out_dir, files)
+    context = ProbeContext(model=model, pairs=pairs, make_batch=make_batch,
+                           batch_size=batch_size, stats=stats, out_dir=out_dir, files=files,
+                           alignment_layer=alignment_layer)
+    for paper in PAPERS:
+        result.update(paper.probe(context))
     return result

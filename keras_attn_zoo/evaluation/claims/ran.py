@@ -124,7 +124,20 @@ def matrix_patterns(model, stats, out_dir, files):
             "matrices": entries, "per_slot": summary}
 
 
+def probe(context):
+    """``{"ran_matrix_patterns"}`` for a RAN model: `attention_pattern` of every
+    layer and head of each RAN stack at the probed sentences' median length,
+    and per slot the share of matrices that look like the paper's; one grid
+    of heat maps per slot, ``ran/<slot>.png`` (rows layers, columns heads),
+    joins `context.files`. `{}` for other models."""
+    patterns = matrix_patterns(context.model, context.stats, context.out_dir, context.files)
+    return {"ran_matrix_patterns": patterns} if patterns["matrices"] else {}
+
+
 def competitive_with_fewer_parameters(model):
+    """A claim check: `model` is within `COMPETITIVE_MARGIN_BLEU` of the Transformer with fewer
+    parameters.
+    """
     def check(cells):
         seeds, differences, p_values = versus_transformer(cells, model)
         bleu = compare_verdict(differences, p_values, margin=COMPETITIVE_MARGIN_BLEU)
@@ -149,6 +162,7 @@ def competitive_with_fewer_parameters(model):
 
 
 def patterns_check(cells):
+    """The RAN matrices look like the paper's patterns (pooled over RAN-E, RAN-D, RAN-ALL)."""
     rows = []
     for key in RAN_KEYS:
         try:

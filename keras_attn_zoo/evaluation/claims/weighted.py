@@ -35,6 +35,9 @@ def total_variation_from_uniform(weights):
 
 
 def branch_weights(model):
+    """κ and α of every branched layer of `model` with their total-variation distances from
+    uniform.
+    """
     from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
 
     rows = []
@@ -43,6 +46,12 @@ def branch_weights(model):
                      "kappa_tv_from_uniform": total_variation_from_uniform(weights["kappa"]),
                      "alpha_tv_from_uniform": total_variation_from_uniform(weights["alpha"])})
     return rows
+
+
+def probe(context):
+    """``{"branch_weights"}`` for a Weighted Transformer (`branch_weights`); `{}` else."""
+    rows = branch_weights(context.model)
+    return {"branch_weights": rows} if rows else {}
 
 
 def steps_to_reach(curve, target):
@@ -61,6 +70,9 @@ def steps_to_reach(curve, target):
 
 
 def steps_check(cells):
+    """The steps the Weighted Transformer takes to reach the Transformer's best BLEU, against the
+    Transformer's.
+    """
     paired = cells.paired("weighted", ["learning_curve"])
     rows, outcomes = [], []
     for seed, cell, base in paired:
@@ -92,6 +104,7 @@ def steps_check(cells):
 
 
 def branches_check(cells):
+    """The Weighted Transformer's κ and α moved away from uniform."""
     rows = cells.seeds("weighted", "probes.branch_weights")
     kappas, alphas, outcomes = [], [], []
     for _, cell in rows:

@@ -188,6 +188,7 @@ class ModelRunner:
         return [merge_results(group) for group in sentence_tools.regroup(results, counts)]
 
     def stop(self):
+        """Stops the scheduler and waits (at most 30 s) for the model thread."""
         self.scheduler.stop()
         if self._worker is not None:
             self._worker.join(timeout=30)
