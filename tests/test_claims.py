@@ -198,7 +198,8 @@ def test_eflomal_links_of_the_test_pairs_only(tmp_path):
 
 
 def _cell(model, seed, **fields):
-    return {"model": model, "seed": seed, "status": "ok", **fields}
+    return {"model": model, "seed": seed, "status": "ok", "stop_reason": "converged",
+            **fields}
 
 
 def _versus(difference, p_value):
@@ -243,13 +244,93 @@ def test_missing_models_are_not_measured_and_failed_cells_do_not_count():
     assert len(lines) == 2 + len(verdicts)
 
 
-def test_competitive_needs_fewer_parameters():
-    cells = _transformers() + [
-        _cell("RAN-E", seed, params=900, **_versus(-0.2, 0.3)) for seed in range(3)] + [
-        _cell("RAN-ALL", seed, params=1100, **_versus(-0.2, 0.3)) for seed in range(3)]
+def test_competitive_is_decided_on_bleu_and_the_parameter_count_only_reported():
+    cells = _transformers(config={"max_length": 128}) + [
+        _cell("RAN-E", seed, params=900, **_versus(-0.2 + 0.05 * seed, 0.3))
+        for seed in range(3)] + [
+        _cell("RAN-ALL", seed, params=1100, **_versus(-1.5 - 0.1 * seed, 0.001))
+        for seed in range(3)]
     verdicts = claims.claim_verdicts(cells)
-    assert _row(verdicts, "RAN-E is competitive")["verdict"] == CONFIRMED
-    assert _row(verdicts, "RAN-ALL is competitive")["verdict"] == NOT_CONFIRMED
+    ran_e = _row(verdicts, "RAN-E is competitive")
+    assert ran_e["verdict"] == CONFIRMED  # within 0.5 BLEU, fewer parameters or not
+    assert "set by max_length" in ran_e["measurement"] and "not tested" in ran_e["measurement"]
+    ran_all = _row(verdicts, "RAN-ALL is competitive")
+    assert ran_all["verdict"] == NOT_CONFIRMED  # significantly below by more than 0.5
+    assert ran_all["numbers"]["params"] == [1100] * 3
+
+
+def test_cells_at_the_cap_leave_a_claim_untested_not_refuted():
+    capped = [_cell("RNNsearch", s, stop_reason="max_steps",
+                    probes={"aer": {"aer": 0.8, "monotone_aer": 0.6, "sentences": 10}})
+              for s in range(3)]
+    row = _row(claims.claim_verdicts(capped), "word alignment")
+    assert row["verdict"] == "untested: not converged" and row["at_cap"] == NOT_CONFIRMED
+    assert row["measurement"].startswith("Not converged: RNNsearch seed 0, 1, 2 (step cap)")
+    assert [e["seed"] for e in row["numbers"]["not_converged"]] == [0, 1, 2]
+    # A fixed-step cell (no early stopping) did not converge either.
+    fixed = [dict(c, stop_reason=None) for c in capped]
+    row = _row(claims.claim_verdicts(fixed), "word alignment")
+    assert row["verdict"] == "untested: not converged"
+    assert "fixed budget" in row["measurement"]
+    # Three converged seeds decide; a fourth at its cap is left out and named.
+    converged = [dict(c, stop_reason="converged", seed=s + 1,
+                      probes={"aer": {"aer": 0.4, "monotone_aer": 0.6, "sentences": 10}})
+                 for s, c in enumerate(capped)]
+    row = _row(claims.claim_verdicts(converged + capped[:1]), "word alignment")
+    assert row["verdict"] == CONFIRMED and row["numbers"]["seeds"] == [1, 2, 3]
+    assert "Left out, not converged: RNNsearch seed 0 (step cap)." in row["measurement"]
+    # The ε share is a property of the data: no convergence needed.
+    eager = [_cell("eager", s, stop_reason="time_budget",
+                   eager={"epsilon_share": 0.2, "epsilon_share_by_start_pads": {"3": 0.2}})
+             for s in range(3)]
+    assert _row(claims.claim_verdicts(eager), "ε share")["verdict"] == CONFIRMED
+
+
+def test_a_verdict_on_split_seeds_needs_five_and_the_seed_test_is_holm_corrected():
+    # Two of three seeds significantly better, one not: split, 3 seeds: withheld.
+    cells = _transformers() + [_cell("RAN-D", s, **_versus(d, p)) for s, (d, p) in
+                               enumerate([(0.9, 0.001), (0.8, 0.001), (0.7, 0.5)])]
+    row = _row(claims.claim_verdicts(cells), "RAN-D >= Transformer")
+    assert row["verdict"] == INCONCLUSIVE and row["provisional"] == CONFIRMED
+    assert "its seeds split: 3 of the 5 seeds" in row["measurement"]
+    assert row["numbers"]["outcomes"] == [True, True, None]
+    # Five seeds, four better: the split is allowed and the t-test over seeds passes.
+    five = _transformers() + [_cell("transformer", s, bleu=10.0) for s in (3, 4)] + [
+        _cell("RAN-D", s, **_versus(d, p)) for s, (d, p) in
+        enumerate([(0.9, 0.001), (0.8, 0.001), (0.1, 0.5), (0.7, 0.001), (1.0, 0.001)])]
+    row = _row(claims.claim_verdicts(five), "RAN-D >= Transformer")
+    assert row["verdict"] == CONFIRMED
+    assert row["numbers"]["seed_test"]["p_holm"] < 0.05
+    # Seeds that agree in sign but spread widely: the t-test over seeds fails.
+    noisy = _transformers() + [_cell("RAN-D", s, **_versus(d, 0.001))
+                               for s, d in enumerate([0.1, 3.0, 0.2])]
+    row = _row(claims.claim_verdicts(noisy), "RAN-D >= Transformer")
+    assert row["verdict"] == INCONCLUSIVE and "seed-level test" in row["measurement"]
+
+
+def test_the_per_seed_bootstrap_p_values_are_holm_adjusted_over_the_table():
+    # Alone, three tests at p 0.005 stay significant (Holm: 0.015); beside nine more
+    # per-seed tests of the table (at p 0.04) they are not (0.005 x 12 = 0.06).
+    others = [_cell(model, s, **_versus(0.5, 0.04)) for model in ("HC-SA", "RAN-E", "GMM")
+              for s in range(3)]
+    cells = _transformers() + [_cell("Syn-R", s, **_versus(-d, 0.005))
+                               for s, d in enumerate([0.6, 0.5, 0.7])]
+    row = _row(claims.claim_verdicts(cells), "Random Synthesizer")
+    assert row["numbers"]["bleu_p_holm"] == pytest.approx([0.015] * 3)
+    assert row["numbers"]["outcomes"] == [True] * 3
+    row = _row(claims.claim_verdicts(cells + others), "Random Synthesizer")
+    assert row["numbers"]["bleu_p_holm"] == pytest.approx([0.06] * 3)
+    assert row["numbers"]["outcomes"] == [None] * 3 and row["verdict"] == INCONCLUSIVE
+
+
+def test_the_entropy_sentence_says_higher_when_it_is_higher():
+    cells = [_cell("transformer", s, probes={"cross_attention_entropy_mean": 1.0})
+             for s in range(3)]
+    cells += [_cell("GMM", s, probes={"cross_attention_entropy_mean": 1.3})
+              for s in range(3)]
+    row = _row(claims.claim_verdicts(cells), "entropy")
+    assert "GMM's is 30.0% ± 0.0% higher (3 seeds)" in row["measurement"]
+    assert "reduction" not in row["measurement"] and row["verdict"] == NOT_CONFIRMED
 
 
 def test_speed_ratios_are_paired_by_seed():
@@ -270,18 +351,31 @@ def test_speed_ratios_are_paired_by_seed():
 def test_eager_bleu_gap(gap, expected):
     cells = [_cell("RNNsearch", s, bleu=20.0, params=100) for s in range(3)]
     cells += [_cell("eager", s, bleu=20.0 * (1 - gap), params=110,
-                    eager={"epsilon_share": 0.2},
-                    config={"aligned_batching": s > 0}) for s in range(3)]
+                    eager={"epsilon_share": 0.04,
+                           "epsilon_share_by_start_pads": {"0": 0.3, "3": 0.2, "5": 0.04}})
+              for s in range(3)]
     verdicts = claims.claim_verdicts(cells)
     row = _row(verdicts, "BLEU at most 4.8% below an attention model")
     assert row["verdict"] == expected
     assert row["numbers"]["relative_gap"] == pytest.approx([gap] * 3)
     assert _row(verdicts, "BLEU at most 4.8% below the Transformer")[
         "verdict"] == INCONCLUSIVE  # no Transformer cells
+    # Read at the paper's 3 start pads (20%), not at the cell's 5 (4%); one number.
     epsilon = _row(verdicts, "ε share")
-    assert epsilon["verdict"] == CONFIRMED
-    assert epsilon["numbers"]["aligned_batching_seeds"] == 2
-    assert "on 2 of 3 seeds" in epsilon["measurement"]
+    assert epsilon["verdict"] == CONFIRMED and epsilon["numbers"]["epsilon_share"] == 0.2
+    assert "3 start pads" in epsilon["measurement"] and "not over seeds" in epsilon["measurement"]
+    assert "seeds" not in epsilon["numbers"]
+    # Cells that lack the pads' shares: the data's own measurement, named.
+    for cell in cells:
+        if cell["model"] == "eager":
+            cell["eager"] = {"epsilon_share": 0.04}
+    assert _row(claims.claim_verdicts(cells), "ε share")["measurement"].startswith(
+        "not measured: no ε share at the paper's 3 start pads")
+    measured = {"epsilon_share": {"epsilon_share_by_start_pads": {"3": 0.0774},
+                                  "source": "eager_epsilon_share-x.json"}}
+    epsilon = _row(claims.claim_verdicts(cells, measured), "ε share")
+    assert epsilon["verdict"] == NOT_CONFIRMED and "7.7%" in epsilon["measurement"]
+    assert "(eager_epsilon_share-x.json)" in epsilon["measurement"]
 
 
 def _curve(bleus, every=200):

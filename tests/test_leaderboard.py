@@ -130,7 +130,7 @@ def test_the_table_decides_against_the_transformer_on_three_seeds_only():
 
     def cell(model, seed, difference=None):
         cell = {"model": model, "seed": seed, "params": 10, "steps": 2000, "bleu": 5.0,
-                "chrf": 20.0}
+                "chrf": 20.0, "stop_reason": "converged"}
         if difference is not None:
             cell["versus_transformer"] = {"bleu_difference": difference,
                                           "bleu_p_value": 0.001}
@@ -144,6 +144,15 @@ def test_the_table_decides_against_the_transformer_on_three_seeds_only():
     row = leaderboard.aggregate(cells + [cell("GMM", 2, 1.0)], ["transformer", "GMM"])[1]
     assert row["verdict_vs_transformer"] == "confirmed"
     assert row["bleu_p_values"] == [0.001] * 3
+    assert row["bleu_p_holm"] == [0.003] * 3  # Holm over the table's three tests
+    assert row["stopped"] == ["converged"] * 3
+    # A Transformer stopped at its cap: nothing is tested against it.
+    capped = [dict(c, stop_reason="max_steps") if c["model"] == "transformer" else c
+              for c in cells + [cell("GMM", 2, 1.0)]]
+    row = leaderboard.aggregate(capped, ["transformer", "GMM"])[1]
+    assert row["verdict_vs_transformer"] == "untested: not converged (at the cap: confirmed)"
+    table = leaderboard.table_markdown(leaderboard.aggregate(capped, ["transformer", "GMM"]))
+    assert "| transformer | 10 | 3 | step cap (3) | 2000 |" in table
 
 
 def test_the_budget_is_explained_by_the_transformers_dev_curve():

@@ -62,10 +62,10 @@ from keras_attn_zoo.evaluation.claims.weighted import total_variation_from_unifo
 CLAIMS = ran.CLAIMS + gmm.CLAIMS + weighted.CLAIMS + bahdanau.CLAIMS + eager.CLAIMS
 
 
-def claim_verdicts(cells):
+def claim_verdicts(cells, data_properties=None):
     """One verdict per paper claim of `CLAIMS` from the leaderboard's cells
     (`engine.claim_verdicts`)."""
-    return engine.claim_verdicts(cells, CLAIMS)
+    return engine.claim_verdicts(cells, CLAIMS, data_properties)
 
 
 __all__ = ["CLAIMS", "MIN_SEEDS", "NotMeasured", "align_test_with_eflomal",

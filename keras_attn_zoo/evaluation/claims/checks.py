@@ -15,51 +15,65 @@ from keras_attn_zoo.evaluation.claims.engine import rounded
 from keras_attn_zoo.evaluation.claims.engine import spread
 from keras_attn_zoo.evaluation.claims.engine import value_at
 from keras_attn_zoo.evaluation.significance import ALPHA
-from keras_attn_zoo.evaluation.significance import compare_verdict
+from keras_attn_zoo.evaluation.significance import paired_seed_verdict
 from keras_attn_zoo.evaluation.significance import ratio_verdict
 
 AER_MARGIN = 0.05
 
 
 def versus_transformer(cells, model):
+    """`(seeds, differences, p_values)`: the per-seed BLEU differences against the
+    Transformer and their bootstrap p-values, Holm-adjusted over every per-seed
+    test of the table (``bleu_p_holm``; the raw p where the cells lack it)."""
     rows = cells.seeds(model, "versus_transformer.bleu_difference",
                        "versus_transformer.bleu_p_value")
     seeds = [seed for seed, _ in rows]
     differences = [float(value_at(c, "versus_transformer.bleu_difference")) for _, c in rows]
-    p_values = [float(value_at(c, "versus_transformer.bleu_p_value")) for _, c in rows]
+    p_values = [float(value_at(c, "versus_transformer.bleu_p_holm")
+                      or value_at(c, "versus_transformer.bleu_p_value")) for _, c in rows]
     return seeds, differences, p_values
 
 
-def bleu_sentence(model, differences, p_values):
+def bleu_sentence(model, differences, p_values, decision):
     better = sum(d > 0 and p < ALPHA for d, p in zip(differences, p_values))
     worse = sum(d < 0 and p < ALPHA for d, p in zip(differences, p_values))
-    return (f"BLEU {display_name(model)} minus Transformer (same seed, paired bootstrap): "
+    p_for, p_against = decision["p_for"], decision["p_against"]
+    seed_test = ("" if p_for is None else
+                 f" Seed-level one-sided paired t-test over the seeds: p {p_for:.3f} for the "
+                 f"claim, {p_against:.3f} against.")
+    return (f"BLEU {display_name(model)} minus Transformer (same seed, paired bootstrap, "
+            f"p Holm-adjusted over the table's per-seed tests): "
             f"{spread(differences, signed=True)}; significantly better (p < {ALPHA}) on "
-            f"{better}, significantly worse on {worse} of {len(differences)} seeds.")
+            f"{better}, significantly worse on {worse} of {len(differences)} seeds."
+            + seed_test)
 
 
-def bleu_numbers(seeds, differences, p_values):
+def bleu_numbers(seeds, differences, p_values, decision):
     return {"seeds": seeds, "bleu_difference": rounded(differences),
-            "bleu_p_value": rounded(p_values)}
+            "bleu_p_holm": rounded(p_values), "outcomes": decision["outcomes"],
+            "seed_test": {"test": "one-sided paired t-test over seeds",
+                          "p_for": decision["p_for"], "p_against": decision["p_against"],
+                          "split": decision["split"]}}
+
+
+def bleu_check(model, direction=1, margin=0.0):
+    """`(measurement, numbers, verdict)` of a BLEU claim against the Transformer:
+    direction 1 "at least as good" (with `margin`: "competitive"), -1 "below"."""
+    def check(cells):
+        seeds, differences, p_values = versus_transformer(cells, model)
+        decision = paired_seed_verdict(differences, p_values, direction, margin)
+        return (bleu_sentence(model, differences, p_values, decision),
+                bleu_numbers(seeds, differences, p_values, decision), decision["verdict"])
+    return check
 
 
 def at_least_transformer(model):
-    def check(cells):
-        seeds, differences, p_values = versus_transformer(cells, model)
-        return (bleu_sentence(model, differences, p_values),
-                bleu_numbers(seeds, differences, p_values),
-                compare_verdict(differences, p_values))
-    return check
+    return bleu_check(model)
 
 
 def below_transformer(model):
-    def check(cells):
-        seeds, differences, p_values = versus_transformer(cells, model)
-        # The claim "Transformer > model": the Transformer is the system.
-        verdict = compare_verdict([-d for d in differences], p_values)
-        return (bleu_sentence(model, differences, p_values),
-                bleu_numbers(seeds, differences, p_values), verdict)
-    return check
+    # The claim "Transformer > model": a seed counts for when the model is worse.
+    return bleu_check(model, direction=-1)
 
 
 def speed_ratio(model, key, claimed, tolerance, what, reference=BASELINE):
@@ -124,6 +138,7 @@ def lower_aer(model, baseline_key, what):
                        f"{spread(own, 3)}; {what}: {spread(base, 3)}; a seed counts at >= "
                        f"{AER_MARGIN} lower.")
         numbers = {"seeds": [s for s, _, _ in rows], "aer": rounded(own),
-                   "reference_aer": rounded(base), "sentences": sentences}
+                   "reference_aer": rounded(base), "sentences": sentences,
+                   "outcomes": outcomes}
         return measurement, numbers, majority_verdict(outcomes)
     return check

@@ -88,7 +88,7 @@ def steps_check(cells):
                    "Transformer needs: " + (spread(ratios) if ratios else "none")
                    + f"; never reached on {never} of {len(rows)} seeds (paper: 15-40% "
                    f"faster; a seed counts at <= {FASTER_STEPS_RATIO}).")
-    return measurement, {"per_seed": rows}, majority_verdict(outcomes)
+    return measurement, {"per_seed": rows, "outcomes": outcomes}, majority_verdict(outcomes)
 
 
 def branches_check(cells):
