@@ -352,3 +352,34 @@ def holm_adjusted_bootstrap(cells, key="versus_transformer"):
     for cell, p in zip(tested, adjusted):
         cell[key] = {**cell[key], "bleu_p_holm": p}
     return cells
+
+
+def longest_share(lengths, share=0.1):
+    """Indices of the longest `share` of the sentences by `lengths`: every sentence
+    at least as long as the `ceil(share * n)`-th longest (ties kept together, so
+    the set may hold a few more). Returns `(indices, shortest length in it)`."""
+    lengths = [int(length) for length in lengths]
+    if not lengths or not 0 < share <= 1:
+        raise ValueError(f"longest_share needs sentences and 0 < share <= 1, got "
+                         f"{len(lengths)} and {share}.")
+    count = math.ceil(share * len(lengths))
+    threshold = sorted(lengths, reverse=True)[count - 1]
+    return [k for k, length in enumerate(lengths) if length >= threshold], threshold
+
+
+def subset_comparison(baseline, system, references, indices, n_samples=1000, seed=12345):
+    """BLEU of both systems on the sentences `indices` and the signed paired bootstrap
+    (`bootstrap_difference`) each way: ``{"sentences", "bleu", "baseline_bleu",
+    "bleu_difference", "interval", "p_better", "p_worse"}``."""
+    pick = [list(baseline[k] for k in indices), list(system[k] for k in indices),
+            list(references[k] for k in indices)]
+    better = bootstrap_difference(*pick, n_samples=n_samples, seed=seed)
+    worse = bootstrap_difference(pick[1], pick[0], pick[2], n_samples=n_samples, seed=seed)
+    from sacrebleu.metrics import BLEU
+
+    return {"sentences": len(indices),
+            "bleu": round(BLEU().corpus_score(pick[1], [pick[2]]).score, 2),
+            "baseline_bleu": round(BLEU().corpus_score(pick[0], [pick[2]]).score, 2),
+            "bleu_difference": round(better["delta"], 2),
+            "interval": [round(v, 2) for v in better["interval"]],
+            "p_better": better["p_better"], "p_worse": worse["p_better"]}
