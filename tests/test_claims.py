@@ -265,13 +265,24 @@ def test_cells_at_the_cap_leave_a_claim_untested_not_refuted():
               for s in range(3)]
     row = _row(claims.claim_verdicts(capped), "word alignment")
     assert row["verdict"] == "untested: not converged" and row["at_cap"] == NOT_CONFIRMED
-    assert row["measurement"].startswith("Not converged: RNNsearch seed 0, 1, 2 (step cap)")
+    assert row["measurement"].startswith("Not converged: RNNsearch seeds 0, 1, 2 (step cap)")
+    assert "(at the cap: not confirmed)" in claims.verdicts_markdown([row])
     assert [e["seed"] for e in row["numbers"]["not_converged"]] == [0, 1, 2]
     # A fixed-step cell (no early stopping) did not converge either.
     fixed = [dict(c, stop_reason=None) for c in capped]
     row = _row(claims.claim_verdicts(fixed), "word alignment")
     assert row["verdict"] == "untested: not converged"
-    assert "fixed budget" in row["measurement"]
+    assert "(fixed steps)" in row["measurement"]
+    # The verdict at the cap goes through the seed rules too: 2 of 3 split seeds.
+    split = _transformers() + [_cell("RAN-D", s, stop_reason="max_steps", **_versus(d, p))
+                               for s, (d, p) in enumerate([(0.9, 0.001), (0.8, 0.001),
+                                                           (0.7, 0.5)])]
+    row = _row(claims.claim_verdicts(split), "RAN-D >= Transformer")
+    assert row["at_cap"] == INCONCLUSIVE and row["at_cap_provisional"] == CONFIRMED
+    assert "Transformer" not in row["measurement"].split(";")[0]  # converged: not listed
+    assert claims.verdicts_markdown([row]).endswith(
+        "| untested: not converged (at the cap: inconclusive at this scale, provisional: "
+        "confirmed) |")
     # Three converged seeds decide; a fourth at its cap is left out and named.
     converged = [dict(c, stop_reason="converged", seed=s + 1,
                       probes={"aer": {"aer": 0.4, "monotone_aer": 0.6, "sentences": 10}})
@@ -411,12 +422,14 @@ def test_probe_based_claims():
 
     branch = [{"layer": "a", "kappa": [0.4, 0.2, 0.2, 0.2], "kappa_tv_from_uniform": 0.2,
                "alpha_tv_from_uniform": 0.1}]
+    gold = {"file": "gold-links-ding-test10-x.json", "links_digest": "abc"}
     cells = [_cell("transformer", s, **probes(cross_attention_entropy_mean=2.0,
-                                               aer={"aer": 0.6, "sentences": 10}))
+                                               aer={"aer": 0.6, "sentences": 10,
+                                                    "gold_links": gold}))
              for s in range(3)]
     cells += [_cell("GMM", s, **probes(
         cross_attention_entropy_mean=1.5, gmm_gate_per_layer=[0.2, 0.6],
-        aer={"aer": 0.62, "sentences": 10})) for s in range(3)]
+        aer={"aer": 0.62, "sentences": 10, "gold_links": gold})) for s in range(3)]
     cells += [_cell("weighted", s, steps=40, config={"learning_rate": 2e-3, "warmup_steps": 10},
                     **probes(branch_weights=branch)) for s in range(3)]
     cells += [_cell("RNNsearch", s, **probes(
@@ -430,7 +443,9 @@ def test_probe_based_claims():
     verdicts = claims.claim_verdicts(cells)
     assert _row(verdicts, "entropy")["verdict"] == CONFIRMED  # 25% lower
     assert _row(verdicts, "Bottom decoder layers")["verdict"] == CONFIRMED
-    assert _row(verdicts, "Table 7")["verdict"] == NOT_CONFIRMED  # GMM's AER is higher
+    alignment = _row(verdicts, "Table 7")
+    assert alignment["verdict"] == NOT_CONFIRMED  # GMM's AER is higher
+    assert "against the gold links of gold-links-ding-test10-x.json" in alignment["measurement"]
     assert _row(verdicts, "κ and α")["verdict"] == CONFIRMED
     assert _row(verdicts, "word alignment")["verdict"] == CONFIRMED
     patterns = _row(verdicts, "patterns")
@@ -539,3 +554,62 @@ def test_kappa_alpha_movement_is_tested_against_adam_driven_by_noise():
     row = _row(claims.claim_verdicts(cells), "κ and α")
     assert row["verdict"] == NOT_CONFIRMED and row["numbers"]["outcomes"] == [False] * 3
     assert "gradients with no preference among branches" in row["measurement"]
+
+
+def test_aer_pairs_only_cells_scored_against_the_same_gold_links():
+    def aer(value, digest):
+        gold = {"file": "gold.json", "links_digest": digest} if digest else None
+        return {"probes": {"aer": {"aer": value, "sentences": 10, "gold_links": gold}}}
+
+    cells = [_cell("transformer", s, **aer(0.6, "one")) for s in range(3)]
+    cells += [_cell("GMM", s, **aer(0.4, "one" if s else "other")) for s in range(3)]
+    row = _row(claims.claim_verdicts(cells), "Table 7")
+    assert row["verdict"] == INCONCLUSIVE and "different or unrecorded gold links" in row[
+        "measurement"]
+    cells[3] = _cell("GMM", 0, **aer(0.4, None))  # links aligned per cell, not recorded
+    assert "not measured" in _row(claims.claim_verdicts(cells), "Table 7")["measurement"]
+    cells[3] = _cell("GMM", 0, **aer(0.4, "one"))
+    assert _row(claims.claim_verdicts(cells), "Table 7")["verdict"] == CONFIRMED
+
+
+def test_gold_links_are_written_once_and_refuse_other_pairs(tmp_path):
+    from keras_attn_zoo.evaluation.claims.probes import gold_links_record
+    from keras_attn_zoo.evaluation.claims.probes import read_gold_links
+
+    pytest.importorskip("eflomal")
+    train = make_synthetic_parallel_sentences(60, seed=1)
+    test = make_synthetic_parallel_sentences(6, seed=2)
+    record = gold_links_record(train, test, tmp_path, count=4)
+    assert record["pairs"] == 4 and len(record["links"]) == 4
+    assert record["sure_links"] == sum(len(line.split()) for line in record["links"])
+    path = tmp_path / "gold.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    assert read_gold_links(path, test)["links"] == record["links"]  # the first 4 pairs
+    with pytest.raises(ValueError, match="gold.json links other test pairs"):
+        read_gold_links(path, test[1:])
+
+
+def test_speed_ratios_of_a_seed_timed_together_win_when_both_are_the_scored_models():
+    cells = [_cell("transformer", s, decode_sentences_per_second=8.0) for s in range(3)]
+    cells += [_cell("RAN-ALL", s, decode_sentences_per_second=10.0,
+                    decode_versus={"transformer": {"ratio": 1.0}}) for s in range(3)]
+
+    def record(seed, agreement=1.0):
+        machine = {"matmul_gflops": 150.0, "load_average_1_5_15": [2.0, 2.0, 2.0]}
+        return {"seed": seed, "file": f"speed-seed{seed}.json", "machine_before": machine,
+                "models": {"transformer": {"sentences_per_second": 10.0,
+                                           "agreement_with_cell": 1.0},
+                           "RAN-ALL": {"sentences_per_second": 13.0,
+                                       "agreement_with_cell": agreement}}}
+
+    speed = {s: record(s) for s in range(3)}
+    ran = _row(claims.claim_verdicts(cells, {"speed": speed}), "RAN-ALL decodes faster")
+    assert ran["numbers"]["ratio"] == [1.3] * 3 and ran["verdict"] == CONFIRMED
+    assert ran["numbers"]["timed_together_seeds"] == [0, 1, 2]
+    assert "every model of the seed timed in one process" in ran["measurement"]
+    assert "seed 0 speed-seed0.json: matmul 150.0 GFLOP/s, load 2.0" in ran["measurement"]
+    # A model that no longer translates as its cell did is not the scored model:
+    # that seed's record is not used, and the cells' own timings decide.
+    speed[1] = record(1, agreement=0.9)
+    ran = _row(claims.claim_verdicts(cells, {"speed": speed}), "RAN-ALL decodes faster")
+    assert ran["numbers"]["ratio"] == [1.0] * 3 and ran["verdict"] == NOT_CONFIRMED

@@ -6,7 +6,7 @@ import pytest
 from keras_attn_zoo.evaluation.significance import CONFIRMED
 from keras_attn_zoo.evaluation.significance import INCONCLUSIVE
 from keras_attn_zoo.evaluation.significance import NOT_CONFIRMED
-from keras_attn_zoo.evaluation.significance import compare_verdict
+from keras_attn_zoo.evaluation.significance import paired_seed_verdict
 from keras_attn_zoo.evaluation.significance import mean_and_std
 from keras_attn_zoo.evaluation.significance import paired_bootstrap
 from keras_attn_zoo.evaluation.significance import ratio_verdict
@@ -26,7 +26,8 @@ def test_paired_bootstrap_finds_a_clearly_better_system_and_not_an_identical_one
     # An identical system has no difference, so no verdict can call it better.
     same = result["same"]["bleu"] - result["baseline"]["bleu"]
     assert same == pytest.approx(0.0)
-    assert compare_verdict([same], [result["same"]["bleu_p_value"]]) == INCONCLUSIVE
+    assert paired_seed_verdict([same], [result["same"]["bleu_p_value"]])[
+        "verdict"] == INCONCLUSIVE
     with pytest.raises(ValueError, match="has 2 hypotheses for 90 references"):
         paired_bootstrap(worse, {"short": ["a", "b"]}, REFERENCES)
 
@@ -37,12 +38,17 @@ def test_mean_and_std_over_seeds():
 
 
 def test_verdicts_follow_the_majority_of_significant_seeds():
-    assert compare_verdict([1.0, 0.8, 0.9], [0.01, 0.02, 0.2]) == CONFIRMED
-    assert compare_verdict([-1.0, -0.8, 0.1], [0.01, 0.01, 0.6]) == NOT_CONFIRMED
-    assert compare_verdict([0.3, -0.2, 0.1], [0.3, 0.4, 0.5]) == INCONCLUSIVE
+    def verdict(*arguments, **options):
+        return paired_seed_verdict(*arguments, **options)["verdict"]
+
+    assert verdict([1.0, 0.8, 0.9], [0.01, 0.02, 0.2]) == CONFIRMED
+    assert verdict([-1.0, -0.8, 0.1], [0.01, 0.01, 0.6]) == NOT_CONFIRMED
+    assert verdict([0.3, -0.2, 0.1], [0.3, 0.4, 0.5]) == INCONCLUSIVE
+    # "Below the baseline" (direction -1): the same seeds, the other claim.
+    assert verdict([-1.0, -0.8, 0.1], [0.01, 0.01, 0.6], direction=-1) == CONFIRMED
     # "Competitive": within the margin and never significantly worse by more.
-    assert compare_verdict([-0.2, -0.1, 0.05], [0.3, 0.4, 0.5], margin=0.5) == CONFIRMED
-    assert compare_verdict([-2.0, -1.5, -1.8], [0.01, 0.01, 0.01], margin=0.5) == NOT_CONFIRMED
+    assert verdict([-0.2, -0.1, 0.05], [0.3, 0.4, 0.5], margin=0.5) == CONFIRMED
+    assert verdict([-2.0, -1.5, -1.8], [0.01, 0.01, 0.01], margin=0.5) == NOT_CONFIRMED
     assert ratio_verdict([1.20, 1.25], claimed=1.236) == CONFIRMED
     assert ratio_verdict([0.97, 1.0], claimed=1.236) == NOT_CONFIRMED
     assert ratio_verdict([1.05, 1.08], claimed=1.236) == INCONCLUSIVE

@@ -38,7 +38,19 @@ def format_mean_std(mean, std, digits=2):
     return f"{mean:.{digits}f}" if std is None else f"{mean:.{digits}f} ± {std:.{digits}f}"
 
 
-def aggregate(cells, model_order):
+def decode_ratio(cell, speed=None):
+    """The cell's decoding speed over the Transformer's of its seed: from the seed's
+    timing of every model in one process (`speed`, the leaderboard's --time-seeds
+    records by seed) where both were the scored models, else the cell's own
+    same-process timing (`decode_versus`); None where neither was measured."""
+    models = ((speed or {}).get(cell["seed"]) or {}).get("models") or {}
+    own, base = models.get(cell["model"]), models.get(BASELINE)
+    if own and base and own["agreement_with_cell"] == base["agreement_with_cell"] == 1.0:
+        return own["sentences_per_second"] / base["sentences_per_second"]
+    return value_at(cell, f"decode_versus.{BASELINE}.ratio")
+
+
+def aggregate(cells, model_order, speed=None):
     """One row per model: means and spreads over its seeds, the paired tests per seed,
     why each seed's training stopped, and the verdict "better than the Transformer?".
 
@@ -48,7 +60,8 @@ def aggregate(cells, model_order):
     majority of significant seeds and the seed-level t-test, Holm-adjusted over
     the table's rows (`significance.holm_gate`); `MIN_SEEDS` seeds, 5 where the
     seeds split. Speeds are not in the table: cells timed on different machines
-    and loads are not comparable; the same-process ratio to the Transformer is.
+    and loads are not comparable; the same-process ratio to the Transformer is
+    (`decode_ratio`).
     """
     cells = holm_adjusted_bootstrap(cells)
     rows, decisions = [], []
@@ -62,7 +75,7 @@ def aggregate(cells, model_order):
                "converged_seeds": [c["seed"] for c in own if converged(c)]}
         for key in ("bleu", "chrf"):
             row[key], row[f"{key}_std"] = mean_std([c.get(key) for c in own])
-        ratios = [value_at(c, f"decode_versus.{BASELINE}.ratio") for c in own]
+        ratios = [decode_ratio(c, speed) for c in own]
         row["decode_ratio"], row["decode_ratio_std"] = mean_std(ratios)
         rows.append(row)
         baselines = {c["seed"]: c for c in cells if c["model"] == BASELINE}
@@ -74,14 +87,12 @@ def aggregate(cells, model_order):
         row.update(bleu_difference=sum(differences) / len(differences),
                    bleu_p_values=[c["versus_transformer"]["bleu_p_value"] for c in tested],
                    bleu_p_holm=p_values)
-        unconverged = [c for c in tested if not converged(c)
-                       or not converged(baselines.get(c["seed"], {}))]
+        row["converged_pairs"] = not any(
+            not converged(c) or not converged(baselines.get(c["seed"], {})) for c in tested)
         decision = paired_seed_verdict(differences, p_values)
-        if unconverged:
-            row["verdict_vs_transformer"] = (f"{UNTESTED} (at the cap: "
-                                             f"{decision['verdict']})")
-            continue
         decisions.append((row, {**decision, "seeds": len(tested)}))
+    # Rows whose cells (or the Transformer's) did not converge go through the same
+    # rules, and say what they would give: "untested: not converged (at the cap: ...)".
     for (row, decision), result in zip(decisions, holm_gate([d for _, d in decisions])):
         verdict, provisional = verdict_on_seeds(result["verdict"], decision["seeds"])
         row["seed_p_holm"] = result["seed_p_holm"]
@@ -89,6 +100,8 @@ def aggregate(cells, model_order):
             verdict += f" (provisional: {provisional} on {decision['seeds']} of {MIN_SEEDS} seeds)"
         elif result["reason"]:
             verdict += f" (provisional: {result['provisional']}; {result['reason']})"
+        if not row.pop("converged_pairs"):
+            verdict = f"{UNTESTED} (at the cap: {verdict})"
         row["verdict_vs_transformer"] = verdict
     return rows
 
@@ -99,11 +112,13 @@ TABLE_COLUMNS = ("model | params | seeds | stopped | steps | BLEU | chrF | Δ BL
 
 
 def _stopped_cell(row):
+    """"converged", or "converged (2); step cap (1)" where the seeds differ."""
     counts = {}
     for label in row["stopped"]:
         counts[label] = counts.get(label, 0) + 1
-    return "; ".join(f"{label} ({count})" if len(row["stopped"]) > 1 else label
-                     for label, count in counts.items())
+    if len(counts) == 1:
+        return next(iter(counts))
+    return "; ".join(f"{label} ({count})" for label, count in counts.items())
 
 
 def table_markdown(rows):
@@ -252,7 +267,9 @@ def section_markdown(rows, verdicts, settings, machines, files, source, images):
         f"prefix; one for all); test BLEU/chrF "
         f"(sacreBLEU) on {listed('test_pairs')} sentences, beam {listed('beam_size')}; "
         f"mean ± standard deviation over seeds; Δ BLEU is the paired bootstrap against "
-        f"the Transformer of the same seed.{speed}"
+        f"the Transformer of the same seed (p Holm-adjusted over the table's per-seed "
+        f"tests); the speed column is the decoding speed over the Transformer's of the "
+        f"same seed, timed in one process.{speed}"
         f"{budget_markdown(settings.get('budget_evidence'))} Generated from `{source}`.", "",
         table_markdown(rows), "**Claims**", "", verdicts_markdown(verdicts)]
     for label, name in files.items():

@@ -37,9 +37,9 @@ against when it points the other way with the same significance; else
 neither. The majority of seeds decides, and a decided verdict also needs the
 seed-level t-test in its direction, Holm-adjusted over the verdicts decided
 together (`holm_gate`), below `ALPHA`. A verdict on which the seeds split
-(not every seed counted its way) needs `MIN_SEEDS_SPLIT` (5) seeds.
-`compare_verdict` (majority of significant seeds, no correction) is the rule
-of the tables before that.
+(not every seed counted its way) needs `MIN_SEEDS_SPLIT` (5) seeds. (The
+tables before issue 33 took the majority of significant seeds alone, without
+Holm or a seed-level test.)
 """
 
 import itertools
@@ -105,37 +105,6 @@ def mean_and_std(values):
         raise ValueError("mean_and_std needs at least one value.")
     spread = statistics.stdev(values) if len(values) > 1 else None
     return statistics.fmean(values), spread
-
-
-def compare_verdict(differences, p_values, alpha=ALPHA, margin=0.0):
-    """The verdict on "system >= baseline - margin" from paired seeds.
-
-    Args:
-        differences: per seed, system score minus baseline score.
-        p_values: per seed, the paired bootstrap p-value of that difference.
-        margin: how far below the baseline still counts as "competitive"
-            (0: the claim is "at least as good").
-
-    Returns:
-        "confirmed" when most seeds are significantly better, or (with a
-        margin) no seed is significantly worse and the mean difference is
-        within the margin; "not confirmed" when most seeds are significantly
-        worse by more than the margin; else "inconclusive at this scale".
-    """
-    if len(differences) != len(p_values) or not differences:
-        raise ValueError("compare_verdict needs one p-value per difference.")
-    majority = len(differences) // 2 + 1
-    better = sum(d > 0 and p < alpha for d, p in zip(differences, p_values))
-    worse = sum(d < -margin and p < alpha for d, p in zip(differences, p_values))
-    significantly_worse = sum(d < 0 and p < alpha for d, p in zip(differences, p_values))
-    mean = statistics.fmean(differences)
-    if better >= majority:
-        return CONFIRMED
-    if margin > 0 and mean >= -margin and significantly_worse < majority and worse == 0:
-        return CONFIRMED
-    if worse >= majority:
-        return NOT_CONFIRMED
-    return INCONCLUSIVE
 
 
 def ratio_verdict(ratios, claimed, tolerance=0.1):

@@ -31,7 +31,7 @@ class NotMeasured(Exception):
 def majority_verdict(outcomes):
     """Verdict from per-seed outcomes: True (for), False (against), None (neither).
 
-    The majority rule of `significance.compare_verdict` for measures that
+    The majority rule of `significance.paired_seed_verdict` for measures that
     have no bootstrap p-value: confirmed when most seeds are for, not
     confirmed when most are against, else inconclusive.
     """
@@ -87,9 +87,14 @@ class Cells:
                 continue
             self.by_model.setdefault(cell["model"], {})[cell.get("seed", 0)] = cell
 
+    def reads(self, model):
+        """Notes that a check's result depends on `model`'s cells (the convergence
+        gate checks them) without reading them here."""
+        self.touched.add(model)
+
     def seeds(self, model, *paths):
         """`[(seed, cell)]` of `model` whose every path is measured."""
-        self.touched.add(model)
+        self.reads(model)
         cells = self.by_model.get(model)
         if not cells:
             raise NotMeasured(f"no finished {display_name(model)} cell")
@@ -122,7 +127,7 @@ def stop_label(cell):
     """Why a cell's training ended, in words."""
     reason = cell.get("stop_reason")
     if reason is None:
-        return f"fixed budget ({cell.get('steps')} steps, no early stopping)"
+        return "fixed steps"  # the tables before early stopping
     return {"converged": "converged", "max_steps": "step cap",
             "time_budget": "wall-time cap"}.get(reason, reason)
 
@@ -147,8 +152,8 @@ def _listing(stopped):
     models = {}
     for model, seed, label in stopped:
         models.setdefault((model, label), []).append(str(seed))
-    return "; ".join(f"{display_name(model)} seed {', '.join(seeds)} ({label})"
-                     for (model, label), seeds in models.items())
+    return "; ".join(f"{display_name(model)} seed{'s' if len(seeds) > 1 else ''} "
+                     f"{', '.join(seeds)} ({label})" for (model, label), seeds in models.items())
 
 
 def _gated(check, cells, data_properties=None):
@@ -224,11 +229,19 @@ def _withhold(row, provisional, reason):
 
 def _seed_rules(rows):
     """`MIN_SEEDS`, the seed-level test with Holm over the BLEU claims, and
-    `MIN_SEEDS_SPLIT` for the other claims whose seeds split."""
-    tested = []
+    `MIN_SEEDS_SPLIT` for the other claims whose seeds split. An untested claim's
+    verdict at the cap goes through the same rules (on a stand-in row), so that
+    what it says it would be is what the rules would make of it."""
+    subjects = []
     for row in rows:
-        if row["verdict"] == UNTESTED:
-            continue
+        if row["verdict"] != UNTESTED:
+            subjects.append(row)
+        else:
+            row["_shadow"] = {"verdict": row["at_cap"], "numbers": row["numbers"],
+                              "measurement": ""}
+            subjects.append(row["_shadow"])
+    tested = []
+    for row in subjects:
         seeds = seeds_measured(row["numbers"])
         final, provisional = verdict_on_seeds(row["verdict"], seeds)
         if provisional is not None:
@@ -247,9 +260,27 @@ def _seed_rules(rows):
     gated = holm_gate([{**row["numbers"]["seed_test"], "verdict": row["verdict"],
                         "seeds": seeds_measured(row["numbers"])} for row in tested])
     for row, result in zip(tested, gated):
-        row["numbers"]["seed_test"].update(p_holm=result["seed_p_holm"])
+        row["numbers"]["seed_test"] = {**row["numbers"]["seed_test"],
+                                       "p_holm": result["seed_p_holm"]}
         if result["reason"]:
             _withhold(row, result["provisional"], f"withheld: {result['reason']}")
+    for row in rows:
+        shadow = row.pop("_shadow", None)
+        if shadow is not None:
+            row["at_cap"] = shadow["verdict"]
+            if shadow.get("provisional"):
+                row["at_cap_provisional"] = shadow["provisional"]
+                row["measurement"] += shadow["measurement"]
+
+
+def shown_verdict(row):
+    """The verdict as the table shows it: an untested claim says what its cells at
+    the cap would give."""
+    if row["verdict"] != UNTESTED or "at_cap" not in row:
+        return row["verdict"]
+    provisional = row.get("at_cap_provisional")
+    at_cap = row["at_cap"] + (f", provisional: {provisional}" if provisional else "")
+    return f"{row['verdict']} (at the cap: {at_cap})"
 
 
 def verdict_on_seeds(verdict, seeds):
@@ -276,5 +307,6 @@ def verdicts_markdown(verdicts):
     """A Markdown table: paper | claim | measurement | verdict."""
     return report.table(
         ["paper", "claim", "measurement", "verdict"],
-        [[str(row[key]).replace("|", "\\|").replace("\n", " ")
-          for key in ("paper", "claim", "measurement", "verdict")] for row in verdicts])
+        [[str(value).replace("|", "\\|").replace("\n", " ")
+          for value in (row["paper"], row["claim"], row["measurement"], shown_verdict(row))]
+         for row in verdicts])
