@@ -143,6 +143,10 @@ def parse_args(argv=None):
                         help="train nothing: the table, verdicts and plots from the cells")
     parser.add_argument("--readme", help="also rewrite the generated leaderboard section of this markdown "
                              "file (docs/leaderboard.md)")
+    parser.add_argument("--align-gold", action="store_true",
+                        help="train nothing: align the probed test sentences once into the "
+                             "table's gold links file (gold-links-*.json beside the results "
+                             "directories; commit it), or check the one there")
     parser.add_argument("--time-seeds", action="store_true",
                         help="train nothing: time the decoding of every model of each "
                              "seed in one process, round by round, with the scored "
@@ -405,6 +409,17 @@ def test_links(args, config, corpus, test):
     gold = {"file": path.name, "links_digest": record["links_digest"],
             "sure_links": record["sure_links"]}
     return record["links"], gold
+
+
+def align_gold(args):
+    """Writes (or checks) the table's gold links file, as the first cell would."""
+    from keras_attn_zoo.workflow import load_corpus
+
+    config = cell_config(args, args.models[0], args.seeds[0])
+    corpus = load_corpus(config)
+    test = corpus.test if config.eval_limit is None else corpus.test[:config.eval_limit]
+    _, gold = test_links(args, config, corpus, test)
+    print(f"gold links: {gold}")
 
 
 def evaluate(args, config, results, directory, model_name):
@@ -843,6 +858,9 @@ def command_line():
 
 def main(argv=None):
     args = parse_args(argv)
+    if args.align_gold:
+        align_gold(args)
+        return
     if args.time_seeds:
         time_seed(args)
     elif args.retime_decoding:
