@@ -212,3 +212,29 @@ def test_the_machines_behind_the_speed_columns_are_named():
     assert machines == {"matmul_gflops": [160.0, 205.0],
                         "hardware_peak_gflops": [156.5, 332.3],
                         "load_average_at_start": [0.1, 2.4]}
+
+
+def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
+    import pytest
+
+    from tests.conftest import load_recipe
+
+    monkeypatch.syspath_prepend(str(REPO / "recipes"))  # it imports train_wmt
+    leaderboard = load_recipe("leaderboard")
+    args = leaderboard.parse_args(["--results-dir", str(tmp_path / "r")])
+    assert args.protocol == "converge" and (args.steps, args.cap_minutes) == (12000, 240.0)
+    config = leaderboard.cell_config(args, "RNNsearch", 1)
+    # Every model gets both caps and early stopping on the valid split.
+    assert (config.max_steps, config.time_budget_minutes) == (12000, 240.0)
+    assert config.valid_every > 0 and config.patience > 0
+    assert str(args.output_dir).endswith("small-converge-12000steps-240min")
+    # The committed table's protocol and directory.
+    fixed = leaderboard.parse_args(["--protocol", "fixed"])
+    assert fixed.steps == 2000 and fixed.results_dir.name == "small-2000steps"
+    assert leaderboard.cell_config(fixed, "GMM", 0).time_budget_minutes is None
+    with pytest.raises(SystemExit):
+        leaderboard.parse_args(["--budget-minutes", "5"])  # converge caps with --cap-minutes
+    # The gold links live beside the tables' directories, named by data and pairs.
+    pairs = [("a b", "c d"), ("e", "f")]
+    path = leaderboard.gold_links_path(args, config, pairs)
+    assert path.parent == tmp_path and path.name.startswith("gold-links-ding-test2-")
