@@ -238,3 +238,12 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
     pairs = [("a b", "c d"), ("e", "f")]
     path = leaderboard.gold_links_path(args, config, pairs)
     assert path.parent == tmp_path and path.name.startswith("gold-links-ding-test2-")
+
+    # A resumed cell's wall-time cap counts the sessions before it.
+    run_dir = tmp_path / "run"
+    assert leaderboard.remaining_cap_minutes(run_dir, 240.0) == 240.0
+    run_dir.mkdir()
+    (run_dir / "progress.json").write_text(json.dumps(
+        {"500": {"seconds": 600.0}, "1000": {"seconds": 1800.0}}))
+    assert leaderboard.remaining_cap_minutes(run_dir, 240.0) == pytest.approx(210.0)
+    assert leaderboard.remaining_cap_minutes(run_dir, 20.0) == pytest.approx(1e-3)
