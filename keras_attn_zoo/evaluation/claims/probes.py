@@ -8,6 +8,9 @@ from the `probe` of its paper's module (`papers.PAPERS`), given a
 """
 
 import dataclasses
+
+import hashlib
+import json
 import math
 import pathlib
 
@@ -63,6 +66,49 @@ def align_test_with_eflomal(train_pairs, test_pairs, cache_dir):
     return links[len(train_pairs):]
 
 
+# The probes score AER on the first `PROBED_PAIRS` test pairs (`probe_model`'s
+# max_pairs); the gold links file holds exactly those.
+PROBED_PAIRS = 200
+GOLD_ALIGNER = "eflomal model 3 (IBM1 + HMM + fertility), forward links, aligned with the training pairs"
+
+
+def pairs_digest(pairs):
+    """A fingerprint of `(source, reference)` pairs: the gold links name the pairs
+    they link."""
+    text = "\n".join(f"{source}\t{target}" for source, target in pairs)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def gold_links_record(train_pairs, test_pairs, cache_dir, count=PROBED_PAIRS):
+    """eflomal's links of the first `count` test pairs (`align_test_with_eflomal`), as
+    the record a gold links file keeps: aligned once and committed, so that every cell
+    is scored against the same links (eflomal's sampler is unseeded: two runs, or two
+    machines, give different links)."""
+    test_pairs = list(test_pairs)[:count]
+    links = align_test_with_eflomal(train_pairs, test_pairs, cache_dir)
+    lines = [" ".join(f"{i}-{j}" for i, j in pair_links) for pair_links in links]
+    return {"aligner": GOLD_ALIGNER, "pairs": len(test_pairs),
+            "pairs_digest": pairs_digest(test_pairs),
+            "sure_links": sum(len(pair_links) for pair_links in links),
+            "links_digest": hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16],
+            "links": lines}
+
+
+def read_gold_links(path, test_pairs):
+    """The Pharaoh lines of a gold links file, checked to link these test pairs (its
+    first ``"pairs"``). Raises ValueError naming the file when they are other pairs."""
+    record = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+    pairs = list(test_pairs)[:record["pairs"]]
+    if len(pairs) != record["pairs"] or pairs_digest(pairs) != record["pairs_digest"]:
+        raise ValueError(f"{path} links other test pairs (digest {record['pairs_digest']} of "
+                         f"{record['pairs']} pairs, these {pairs_digest(pairs)} of "
+                         f"{len(pairs)}): delete it to align these, or use their data.")
+    if len(record["links"]) != record["pairs"]:
+        raise ValueError(f"{path} has {len(record['links'])} link lines for "
+                         f"{record['pairs']} pairs.")
+    return record
+
+
 def _gold(item, pair):
     """An `Alignment` from a Pharaoh line, an `Alignment` or `(i, j)` links."""
     from keras_attn_zoo.data.alignments import Alignment
@@ -96,7 +142,7 @@ def _alignment(stats, pairs, links, layer):
 
 
 def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
-                max_pairs=200, source_links=None, batch_size=32):
+                max_pairs=PROBED_PAIRS, source_links=None, batch_size=32):
     """What the claims need from one trained model, as a JSON-serialisable dict.
 
     Teacher forced on the references of the first `max_pairs` test pairs
