@@ -39,6 +39,8 @@ def versus_transformer(cells, model):
 
 
 def bleu_sentence(model, differences, p_values, decision):
+    """The paired BLEU comparison of `model` with the Transformer, in one sentence,
+    with the seed-level test's p-values from `decision` (`paired_seed_verdict`)."""
     better = sum(d > 0 and p < ALPHA for d, p in zip(differences, p_values))
     worse = sum(d < 0 and p < ALPHA for d, p in zip(differences, p_values))
     p_for, p_against = decision["p_for"], decision["p_against"]
@@ -53,6 +55,7 @@ def bleu_sentence(model, differences, p_values, decision):
 
 
 def bleu_numbers(seeds, differences, p_values, decision):
+    """The paired BLEU comparison's numbers, as a verdict records them."""
     return {"seeds": seeds, "bleu_difference": rounded(differences),
             "bleu_p_holm": rounded(p_values), "outcomes": decision["outcomes"],
             "seed_test": {"test": "one-sided paired t-test over seeds",
@@ -72,10 +75,12 @@ def bleu_check(model, direction=1, margin=0.0):
 
 
 def at_least_transformer(model):
+    """A claim check: `model` translates at least as well as the Transformer (paired BLEU)."""
     return bleu_check(model)
 
 
 def below_transformer(model):
+    """A claim check: `model` translates worse than the Transformer (paired BLEU)."""
     # The claim "Transformer > model": a seed counts for when the model is worse.
     return bleu_check(model, direction=-1)
 

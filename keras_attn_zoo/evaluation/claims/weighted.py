@@ -124,7 +124,7 @@ def noise_null(branches, layers, steps, learning_rate, warmup_steps,
     import tensorflow as tf
 
     from keras_attn_zoo.layers.simplex_projection import project_onto_simplex
-    from keras_attn_zoo.training.schedules import InverseSquareRootSchedule
+    from keras_attn_zoo.optimizers import InverseSquareRootSchedule
 
     schedule = InverseSquareRootSchedule(learning_rate, warmup_steps)
     shape = (replicates * layers, branches)
