@@ -16,8 +16,8 @@ from keras_attn_zoo.export.saved_model import build_model_card
 from keras_attn_zoo.export.saved_model import existing_versions
 from keras_attn_zoo.export.saved_model import export_saved_model
 from keras_attn_zoo.export.saved_model import latest_version
-from keras_attn_zoo.export.translator import DEFAULT_MAX_INPUT_LENGTH
-from keras_attn_zoo.export.translator import Translator
+from keras_attn_zoo.inference.translator import DEFAULT_MAX_INPUT_LENGTH
+from keras_attn_zoo.inference.translator import Translator
 
 __all__ = [
     "DEFAULT_MAX_INPUT_LENGTH",
