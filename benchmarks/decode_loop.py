@@ -139,6 +139,9 @@ def run(args):
         same_outputs = {name: infos["this"]["outputs"][name]
                         == infos["baseline"]["outputs"][name] for name in SEARCHES}
         times = {(label, name): [] for label in trees for name in SEARCHES}
+        # CPU seconds of the worker's threads: on a loaded machine less
+        # dependent on its share of the cores than wall time.
+        cpu_times = {key: [] for key in times}
         loads, labels = [], list(trees)
         for round_index in range(max(args.repeats, 1)):
             order = labels if round_index % 2 == 0 else labels[::-1]
@@ -146,6 +149,7 @@ def run(args):
                 for label in order:
                     timed = workers[label].ask(do="time", search=name, calls=args.calls)
                     times[(label, name)].append(timed["seconds"] / args.calls)
+                    cpu_times[(label, name)].append(timed["cpu_seconds"] / args.calls)
             loads.append(common.load_average())
             print(f"round {round_index + 1}/{args.repeats}: load {loads[-1]}", flush=True)
         matmul_end = {label: worker.ask(do="matmul")["matmul_gflops"]
@@ -157,12 +161,16 @@ def run(args):
     for name in SEARCHES:
         this, base = times[("this", name)], times[("baseline", name)]
         round_ratios = [b / t for t, b in zip(this, base)]
+        this_cpu = statistics.median(cpu_times[("this", name)])
+        base_cpu = statistics.median(cpu_times[("baseline", name)])
         rows.append({
             "search": name, "this_seconds": statistics.median(this),
             "baseline_seconds": statistics.median(base),
             "this_over_baseline_speed": statistics.median(base) / statistics.median(this),
             "median_round_ratio": statistics.median(round_ratios),
             "round_ratios": round_ratios, "this_times": this, "baseline_times": base,
+            "this_cpu_seconds": this_cpu, "baseline_cpu_seconds": base_cpu,
+            "this_over_baseline_cpu": base_cpu / this_cpu,
             "same_outputs": same_outputs[name],
             "steps": infos["this"]["outputs"][name].get("steps"),
             "this_trace_seconds": infos["this"][f"{name}_trace_seconds"],
@@ -179,6 +187,7 @@ COLUMNS = [("search", "search", ""), ("baseline_seconds", "baseline s", ".4f"),
            ("this_seconds", "this s", ".4f"),
            ("this_over_baseline_speed", "this/base speed", ".3f"),
            ("median_round_ratio", "median round ratio", ".3f"),
+           ("this_over_baseline_cpu", "this/base CPU s", ".3f"),
            ("same_outputs", "same outputs", ""), ("steps", "steps", "")]
 
 

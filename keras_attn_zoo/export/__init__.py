@@ -1,9 +1,10 @@
-"""Export and serving: `Translator` (text -> translation in one TF graph) and the
-TF Serving SavedModel layout written by `export_saved_model`; `export_ctranslate2`
-and `CTranslate2Translator` for fast CPU inference (`ctranslate2_export.py`).
+"""Export and serving: the TF Serving SavedModel layout written by `export_saved_model`
+(it saves a ready `Translator`); `export_ctranslate2` and `CTranslate2Translator` for
+fast CPU inference (`ctranslate2_export.py`).
 
-See `translator.py` for the signatures and input rules and `saved_model.py` for the
-directory layout, versioning and the model card.
+`Translator` itself lives in `keras_attn_zoo.inference` (ranked below the
+trainer, which takes the run's translator); it is re-exported here. See
+`saved_model.py` for the directory layout, versioning and the model card.
 """
 
 from keras_attn_zoo.export.ctranslate2_export import CTranslate2Translator
