@@ -107,7 +107,7 @@ def translate_lines(signature, lines, *, inputs, batch_size=32, progress=None,
     import tensorflow as tf
 
     from keras_attn_zoo.export import sentences as sentence_tools
-    from keras_attn_zoo.export.translator import model_error_message
+    from keras_attn_zoo.inference.translator import model_error_message
 
     sentences, counts = sentence_tools.split_texts(lines, language, split_sentences)
     line_of = [line for line, count in enumerate(counts) for _ in range(count)]
@@ -351,7 +351,7 @@ def _score_command(args) -> int:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
-    from keras_attn_zoo.export.translator import model_error_message
+    from keras_attn_zoo.inference.translator import model_error_message
 
     loaded = tf.saved_model.load(str(model_dir))
     if "score" not in loaded.signatures:

@@ -309,15 +309,14 @@ def trained_translator(args, model_name, seed):
     import keras
 
     from keras_attn_zoo.data.vocabulary import load_tokenizer
-    from keras_attn_zoo.export import Translator
+    from keras_attn_zoo.workflow import run_translator
 
     run_dir = cell_dir(args.output_dir, model_name, seed)
     if not (run_dir / "model.keras").exists():
         return None
-    config = cell_config(args, model_name, seed)
-    return Translator(keras.saving.load_model(run_dir / "model.keras"),
-                      load_tokenizer(run_dir / "vocab.model"), beam_size=config.beam_size,
-                      length_penalty=config.length_penalty)
+    return run_translator(cell_config(args, model_name, seed),
+                          keras.saving.load_model(run_dir / "model.keras"),
+                          load_tokenizer(run_dir / "vocab.model"))
 
 
 def speed_peers(args, model_name, seed, names=SPEED_PEERS):
@@ -446,10 +445,10 @@ def evaluate(args, config, results, directory, model_name):
     from keras_attn_zoo.evaluation.analysis import length_buckets
     from keras_attn_zoo.evaluation.analysis import scores_by_bucket
     from keras_attn_zoo.evaluation.scores import corpus_scores
-    from keras_attn_zoo.export import Translator
     from keras_attn_zoo.training.callbacks import teacher_forcing_batch
     from keras_attn_zoo.training.curve import write_atomically
     from keras_attn_zoo.workflow import load_corpus
+    from keras_attn_zoo.workflow import run_translator
 
     run_dir = config.paths[0]
     model = keras.saving.load_model(run_dir / "model.keras")
@@ -459,8 +458,7 @@ def evaluate(args, config, results, directory, model_name):
     if not test:
         raise SystemExit("the leaderboard scores the test split: the data has none.")
     sources, references = [s for s, _ in test], [t for _, t in test]
-    translator = Translator(model, tokenizer, beam_size=config.beam_size,
-                            length_penalty=config.length_penalty)
+    translator = run_translator(config, model, tokenizer)
     started = time.monotonic()
     hypotheses = translator.translate_texts(sources)
     row = corpus_scores(hypotheses, references)

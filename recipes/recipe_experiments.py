@@ -209,9 +209,11 @@ def train_and_score_valid(config):
                          "(--base valid_src=... --base valid_tgt=... with --data files).")
     strategy = select_strategy(config.strategy)
     model, optimizer = workflow.build(config, tokenizer, strategy)
-    stopper = workflow.early_stopping(config, model, tokenizer, corpus.valid)
+    translator = workflow.run_translator(config, model, tokenizer)  # the cell's one
+    stopper = workflow.early_stopping(config, model, tokenizer, corpus.valid, translator)
     monitors = ([stopper] if stopper else []) + workflow.default_monitors(
-        config, model, tokenizer, corpus.valid, dev_translation=stopper is None)
+        config, model, tokenizer, corpus.valid, dev_translation=stopper is None,
+        translator=translator)
     recorder = LearningCurve(monitors, output_dir, config.checkpoint_every)
     recorder.begin()  # the training data's preparation counts, as in the budget
     summary, training_data = workflow.train(config, model, optimizer, strategy, corpus,
@@ -242,13 +244,13 @@ def train_and_score_valid(config):
     if stopper is not None:
         record.update(stopper.summary())
     record.update(workflow.final_weights(config, model, optimizer, stopper))
-    scores = workflow.evaluate(config, model, tokenizer, corpus.valid, split="valid")
+    scores = workflow.evaluate(config, translator, corpus.valid, split="valid")
     scores.pop("examples", None)
     record["valid"] = scores
     record["learning_curve"] = read_curve(output_dir / "curve.jsonl")
     record["load_average_at_end"] = common.load_average()
     record["wall_seconds"] = round(time.monotonic() - started, 1)
-    return workflow.export(config, model, tokenizer, record)
+    return workflow.export(config, translator, record)
 
 
 def run_cell(cell, overrides, args, base, machine):
@@ -317,7 +319,8 @@ def score_test(cell, args):
 
     tokenizer = load_tokenizer(output_dir / "vocab.model")
     model = keras.saving.load_model(model_path)
-    scores = workflow.evaluate(config, model, tokenizer, corpus.test, split="test")
+    scores = workflow.evaluate(config, workflow.run_translator(config, model, tokenizer),
+                               corpus.test, split="test")
     result = {"cell": cell, "seed": args.seed, "steps_budget": args.steps, "split": "test",
               "model": str(model_path),
               "date": datetime.datetime.now().isoformat(timespec="seconds"), **scores}

@@ -89,14 +89,14 @@ def teacher_forcing_batch(processor, pairs):
 def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6, translator=None):
     """`texts -> translations` with the zoo's exported beam search, for any model.
 
-    `keras_attn_zoo.export.Translator` applies the model's own hooks (the eager
+    `keras_attn_zoo.inference.Translator` applies the model's own hooks (the eager
     translator's decoding rules and clean-up included). `translator`: the run's
     `Translator` of `model`, searching here with `beam_size` and
     `length_penalty` (its traced functions take them as inputs); None: one is
     built.
     """
     if translator is None:
-        from keras_attn_zoo.export import Translator
+        from keras_attn_zoo.inference import Translator
 
         translator = Translator(model, tokenizer, beam_size=beam_size,
                                 length_penalty=length_penalty)

@@ -18,9 +18,9 @@ from keras_attn_zoo.export.serving.scheduler import DEFAULT_MAX_BATCH_TOKENS
 from keras_attn_zoo.export.serving.scheduler import DEFAULT_MAX_WAIT_SECONDS
 from keras_attn_zoo.export.serving.scheduler import Batch
 from keras_attn_zoo.export.serving.scheduler import SentenceScheduler
-from keras_attn_zoo.export.translator import failing_sentence
-from keras_attn_zoo.export.translator import model_error_message
-from keras_attn_zoo.export.translator import rename_sentence
+from keras_attn_zoo.inference.translator import failing_sentence
+from keras_attn_zoo.inference.translator import model_error_message
+from keras_attn_zoo.inference.translator import rename_sentence
 
 
 class ModelRunner:

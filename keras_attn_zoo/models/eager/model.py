@@ -135,7 +135,7 @@ class EagerLSTMTranslator(ZooModel):
             processor forces that many).
         source_padding_injection: N of the decoding rules (paper's command:
             4; the paper tunes it on the development set:
-            ``export.source_padding.choose_source_padding_injection`` then
+            ``evaluation.source_padding.choose_source_padding_injection`` then
             ``set_decoding``).
         epsilon_limit: k of the decoding rules (paper's command: 3).
         length_normalization: how beam search ranks finished hypotheses:
