@@ -304,8 +304,10 @@ def prepare_data(config):
     once for it and never held.
     """
     corpus = load_corpus(config)
-    streamed = "" if isinstance(corpus.train, list) else " (streamed from disk)"
-    print(f"data: {corpus.description}: {len(corpus.train)} train{streamed}, "
+    # A streamed split is not counted before training (`data.pipeline_stats` counts it).
+    train = (f"{len(corpus.train)} train" if isinstance(corpus.train, list)
+             else "train streamed from disk")
+    print(f"data: {corpus.description}: {train}, "
           f"{len(corpus.valid)} valid, {len(corpus.test)} test pairs"
           + (f"; {corpus.dropped_empty} empty pairs dropped" if corpus.dropped_empty else ""))
     path = config.paths[0] / "vocab.model"
