@@ -81,16 +81,31 @@ def make_corpus(directory, lines, sentences_per_line=2, seed=CORPUS_SEED):
 
 # ---- one run, in a child process -------------------------------------------------------
 
+def cpu_seconds():
+    """CPU seconds this process has used (all its threads): on a shared machine, a bound of
+    what its wall seconds would be alone (equal for one busy thread, less for more)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 1)
+
+
 class StepClock:
-    """A monitor callback: the time of each step's end, and the Trainer's tok/s logs."""
+    """A monitor callback: the time (wall and CPU) of each step's end, the load average at
+    step 1, and the Trainer's tok/s logs."""
 
     def __init__(self):
         self.step_ends = {}
+        self.step_cpu = {}
         self.rates = {}
+        self.load_at_first_step = None
 
     def on_step_end(self, trainer, step, logs):
         del trainer
         self.step_ends[step] = time.monotonic() - _CHILD_STARTED
+        self.step_cpu[step] = cpu_seconds()
+        if self.load_at_first_step is None:
+            self.load_at_first_step = common.load_average()
         if "tok/s" in logs:
             self.rates[step] = logs["tok/s"]
 
@@ -116,8 +131,12 @@ class LineClock:
         self.stream.flush()
 
 
-def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed):
-    """The workflow's data preparation, build and training; figures as a dict."""
+def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed, count=True):
+    """The workflow's data preparation, build and training; figures as a dict.
+
+    ``count``: read the count of the pairs dropped as too long after training, as the
+    workflow's results do (a pass over a streamed corpus).
+    """
     lines = sys.stdout = LineClock(sys.stdout)
     from keras_attn_zoo.runtime import start_tensorflow
 
@@ -127,6 +146,7 @@ def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed)
 
     phases = {"imported": time.monotonic() - _CHILD_STARTED}
     peaks = {"imported": common.peak_rss_mb()}
+    cpu = {"imported": cpu_seconds()}
     config = workflow.RunConfig(
         data="files", train_src=str(source), train_tgt=str(target), preset=preset,
         max_steps=max_steps, batch_tokens=batch_tokens, no_monitoring=True,
@@ -137,23 +157,28 @@ def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed)
     corpus, tokenizer = workflow.prepare_data(config)
     phases["data_prepared"] = time.monotonic() - _CHILD_STARTED
     peaks["data_prepared"] = common.peak_rss_mb()
+    cpu["data_prepared"] = cpu_seconds()
     strategy = select_strategy(config.strategy)
     model, optimizer = workflow.build(config, tokenizer, strategy)
     phases["model_built"] = time.monotonic() - _CHILD_STARTED
     peaks["model_built"] = common.peak_rss_mb()
+    cpu["model_built"] = cpu_seconds()
     clock = StepClock()
     summary, training_data = workflow.train(config, model, optimizer, strategy, corpus,
                                             tokenizer, monitors=[clock])
     # The count of the pairs dropped as too long, as `training_run` reads it for the
     # results (a streamed corpus is counted then, after training).
     started = time.monotonic()
-    dropped_too_long = training_data.dropped_too_long
-    count_seconds = time.monotonic() - started
+    dropped_too_long = training_data.dropped_too_long if count else None
+    count_seconds = time.monotonic() - started if count else None
     steady_step = max(clock.rates) if clock.rates else None
     return {
         "phases_seconds": {**{k: round(v, 1) for k, v in phases.items()}, **lines.times},
         "peak_rss_mb_by_phase_end": {k: round(v, 1) for k, v in peaks.items()},
+        "cpu_seconds_by_phase_end": cpu,
         "seconds_to_first_step": round(clock.step_ends[1], 1),
+        "cpu_seconds_to_first_step": clock.step_cpu[1],
+        "load_average_at_first_step": clock.load_at_first_step,
         "seconds_to_last_step": round(clock.step_ends[max(clock.step_ends)], 1),
         "steps": summary.steps,
         "target_tokens": summary.target_tokens,
@@ -162,7 +187,7 @@ def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed)
                                      if steady_step else None),
         "steady_window_last_step": steady_step,
         "pairs_dropped_too_long": dropped_too_long,
-        "seconds_to_count_after_training": round(count_seconds, 1),
+        "seconds_to_count_after_training": count_seconds and round(count_seconds, 1),
         "peak_rss_mb": round(common.peak_rss_mb(), 1),
     }
 
@@ -213,6 +238,64 @@ def child_pipeline(source, target, vocabulary, batches, rounds, batch_tokens, se
             "peak_rss_mb": round(common.peak_rss_mb(), 1)}
 
 
+def child_throughput(source, target, vocabulary, steps, warmup, rounds, preset,
+                     batch_tokens, seed):
+    """Training tokens/s on the same batches read from the files and from a list in memory.
+
+    One model and ``Trainer`` (the workflow's, as :func:`child_run` builds them) train on
+    ``model.training_data`` of each: the streamed files (``open_parallel_files``) and their
+    pairs in a list (``read_parallel_files``, the in-memory path). Round ``r`` reads epoch
+    ``r``'s stream of both (the same seed and buffer, so the same batches: the target tokens
+    of each pair of measurements must be equal), alternating which goes first; each trains
+    ``warmup`` steps (tracing) and then ``steps`` timed ones.
+    """
+    from keras_attn_zoo.runtime import start_tensorflow
+
+    start_tensorflow()
+    import statistics
+
+    from keras_attn_zoo import data as zoo_data
+    from keras_attn_zoo import workflow
+    from keras_attn_zoo.training import Trainer, select_strategy
+
+    tokenizer = zoo_data.load_tokenizer(vocabulary)
+    config = workflow.RunConfig(data="files", train_src=str(source), train_tgt=str(target),
+                                preset=preset, batch_tokens=batch_tokens, seed=seed)
+    config.learning_rate, config.warmup_steps = 2e-3, 100  # as child_run
+    workflow.seed_everything(config.seed)
+    strategy = select_strategy(config.strategy)
+    model, optimizer = workflow.build(config, tokenizer, strategy)
+    trainer = Trainer(model, optimizer, strategy, label_smoothing=config.label_smoothing,
+                      checkpoint_every=0, jit_compile=workflow.trainer_xla(config))
+    contenders = {"files": zoo_data.open_parallel_files(source, target),
+                  "list": zoo_data.read_parallel_files(source, target)[0]}
+    data = {name: model.training_data(pairs, tokenizer, batch_tokens=batch_tokens,
+                                      max_length=config.max_length, seed=seed, work_dir=None,
+                                      fixed_shapes=trainer.jit_compile)
+            for name, pairs in contenders.items()}
+    timings = {name: {"tokens_per_second": [], "target_tokens": []} for name in contenders}
+    for round_index in range(rounds):
+        names = list(contenders) if round_index % 2 == 0 else list(contenders)[::-1]
+        for name in names:
+            dataset = zoo_data.without_autotune_thread(data[name].make_dataset(round_index))
+            batches = iter(strategy.experimental_distribute_dataset(dataset))
+            for _ in range(warmup):
+                trainer.train_on_batch(*next(batches))
+            tokens, started = 0, time.perf_counter()
+            for _ in range(steps):
+                tokens += int(trainer.train_on_batch(*next(batches))["tokens"])
+            timings[name]["tokens_per_second"].append(
+                round(tokens / (time.perf_counter() - started), 1))
+            timings[name]["target_tokens"].append(tokens)
+            del batches
+    medians = {name: statistics.median(value["tokens_per_second"])
+               for name, value in timings.items()}
+    return {"throughput_rounds": timings, "median_tokens_per_second": medians,
+            "same_batches": timings["files"]["target_tokens"] == timings["list"]["target_tokens"],
+            "files_over_list": round(medians["files"] / medians["list"], 3),
+            "peak_rss_mb": round(common.peak_rss_mb(), 1)}
+
+
 def run_child(code_dir, **kwargs):
     """Runs :func:`child_run` with ``code_dir`` first on the path; its dict (or the error)."""
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
@@ -251,6 +334,16 @@ def parse_args(argv=None):
                         help="instead of training: the input pipeline alone on the first "
                              "size, from the files and from a list (BATCHES batches per "
                              "round, 4 rounds), with the vocabulary of an earlier run")
+    parser.add_argument("--throughput", type=int, default=0, metavar="STEPS",
+                        help="instead of the runs: training tokens/s on the same batches from "
+                             "the files and from a list in memory, on the first size (STEPS "
+                             "timed steps per round and contender after --warmup, "
+                             "--rounds rounds), with the vocabulary of an earlier run")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--no-count", action="store_true",
+                        help="do not read the count of pairs dropped as too long after "
+                             "training (a pass over a streamed corpus)")
     parser.add_argument("--smoke", action="store_true",
                         help="20,000 lines, 4 steps of the tiny preset: a check that it runs")
     parser.add_argument("--merge", type=common.str_list, default=[],
@@ -267,7 +360,9 @@ def main():
     args = parse_args()
     if args.child:
         kwargs = json.loads(args.child)
-        result = (child_pipeline if "vocabulary" in kwargs else child_run)(**kwargs)
+        child = (child_throughput if "warmup" in kwargs else
+                 child_pipeline if "vocabulary" in kwargs else child_run)
+        result = child(**kwargs)
         print(_CHILD_MARKER + json.dumps(result), flush=True)
         return
 
@@ -284,6 +379,21 @@ def main():
     machine = {"matmul_gflops_float32": common.matmul_rate()}
     print(f"matmul rate: {machine['matmul_gflops_float32']}", flush=True)
     rows = list(merged)
+    if args.throughput:
+        size = args.sizes[0]
+        source, target = make_corpus(args.corpus_dir, size, args.sentences_per_line)
+        name, code_dir = next(iter(contenders.items()))
+        vocabulary = pathlib.Path(args.corpus_dir) / f"run-{name}-{size}" / "vocab.model"
+        load_before = common.load_average()
+        result = run_child(code_dir, source=source, target=target, vocabulary=vocabulary,
+                           steps=args.throughput, warmup=args.warmup, rounds=args.rounds,
+                           preset=args.preset, batch_tokens=args.batch_tokens, seed=args.seed)
+        rows.append({"contender": name, "code_dir": code_dir, "lines": size,
+                     "measurement": "training tokens/s, files against a list",
+                     "load_average_before": load_before,
+                     "load_average_after": common.load_average(), **result})
+        print(json.dumps(rows[-1]), flush=True)
+        args.sizes = []
     if args.pipeline_only:
         size = args.sizes[0]
         source, target = make_corpus(args.corpus_dir, size, args.sentences_per_line)
@@ -314,7 +424,7 @@ def main():
             result = run_child(contenders[name], source=source, target=target,
                                output_dir=output_dir, max_steps=args.max_steps,
                                preset=args.preset, batch_tokens=args.batch_tokens,
-                               seed=args.seed)
+                               seed=args.seed, count=not args.no_count)
             row = {"contender": name, "code_dir": contenders[name], "lines": size,
                    "source_bytes": source.stat().st_size,
                    "target_bytes": target.stat().st_size,
