@@ -18,7 +18,10 @@ each run in a fresh child process, for every corpus size and every contender:
 * peak RSS at the end of each phase (imported, data prepared, model built),
   to see which one sets the peak;
 * time to the first step: from the child's start (before TensorFlow is
-  imported) to the end of training step 1, with the phases in between;
+  imported) to the end of training step 1, with the phases in between, in wall
+  seconds and in the CPU seconds the process used (its threads together: on a
+  shared machine a bound of the wall seconds it would take alone), with the
+  load average at step 1;
 * the seconds the count of pairs dropped as too long takes when the results
   read it after training (a streamed corpus is counted then);
 * tokens/s: the ``Trainer``'s own rate over steps ``log_every + 1`` to
@@ -28,8 +31,17 @@ each run in a fresh child process, for every corpus size and every contender:
 The machine's matmul rate and the load average go beside the figures (the
 machine is shared; the contenders alternate per size).
 
+Three other measurements replace the runs: ``--throughput STEPS`` (training
+tokens/s on the same batches streamed from the files and from their pairs in a
+list, alternating, per wall and per CPU second), ``--pipeline-only BATCHES``
+(the input pipeline alone, files against a list) and ``--vocabulary-samples``
+(SentencePiece's CPU seconds and pieces per test text for samples of a real
+corpus, to choose the streamed vocabulary's sample size).
+
 Usage:
     python benchmarks/streaming_data.py --contenders before=/tmp/kaz-before,after=.
+    python benchmarks/streaming_data.py --sizes 1000000 --throughput 20  # after a run
+    python benchmarks/streaming_data.py --vocabulary-samples 100000,300000
     python benchmarks/streaming_data.py --smoke   # 20,000 lines, 4 steps: it runs
 """
 
@@ -273,7 +285,8 @@ def child_throughput(source, target, vocabulary, steps, warmup, rounds, preset,
                                       max_length=config.max_length, seed=seed, work_dir=None,
                                       fixed_shapes=trainer.jit_compile)
             for name, pairs in contenders.items()}
-    timings = {name: {"tokens_per_second": [], "target_tokens": []} for name in contenders}
+    timings = {name: {"tokens_per_second": [], "tokens_per_cpu_second": [],
+                      "target_tokens": []} for name in contenders}
     for round_index in range(rounds):
         names = list(contenders) if round_index % 2 == 0 else list(contenders)[::-1]
         for name in names:
@@ -281,19 +294,56 @@ def child_throughput(source, target, vocabulary, steps, warmup, rounds, preset,
             batches = iter(strategy.experimental_distribute_dataset(dataset))
             for _ in range(warmup):
                 trainer.train_on_batch(*next(batches))
-            tokens, started = 0, time.perf_counter()
+            tokens, started, cpu_started = 0, time.perf_counter(), cpu_seconds()
             for _ in range(steps):
                 tokens += int(trainer.train_on_batch(*next(batches))["tokens"])
             timings[name]["tokens_per_second"].append(
                 round(tokens / (time.perf_counter() - started), 1))
+            timings[name]["tokens_per_cpu_second"].append(
+                round(tokens / max(cpu_seconds() - cpu_started, 0.1), 1))
             timings[name]["target_tokens"].append(tokens)
             del batches
     medians = {name: statistics.median(value["tokens_per_second"])
                for name, value in timings.items()}
+    cpu_medians = {name: statistics.median(value["tokens_per_cpu_second"])
+                   for name, value in timings.items()}
     return {"throughput_rounds": timings, "median_tokens_per_second": medians,
+            "median_tokens_per_cpu_second": cpu_medians,
             "same_batches": timings["files"]["target_tokens"] == timings["list"]["target_tokens"],
             "files_over_list": round(medians["files"] / medians["list"], 3),
+            "files_over_list_per_cpu_second": round(cpu_medians["files"] / cpu_medians["list"],
+                                                    3),
             "peak_rss_mb": round(common.peak_rss_mb(), 1)}
+
+
+def child_vocabulary(sizes, data_spec, vocab_size, seed):
+    """SentencePiece on samples of ``sizes`` texts of a real corpus (``data_spec``'s training
+    split, ``train_sentencepiece``'s reservoir sample): CPU seconds of the training and the
+    pieces per text of the corpus' test split (what a smaller sample costs the vocabulary)."""
+    import tempfile
+
+    from keras_attn_zoo.data import load_pairs
+    from keras_attn_zoo.data.vocabulary import (load_tokenizer, sentencepiece_processor,
+                                                train_sentencepiece)
+
+    train = load_pairs(data_spec, "train")
+    test = [text for pair in load_pairs(data_spec, "test") for text in pair]
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        for size in sizes:
+            path = pathlib.Path(directory) / f"{size}.model"
+            started, cpu_started = time.monotonic(), cpu_seconds()
+            train_sentencepiece(train, path, vocab_size=vocab_size, max_sentences=size,
+                                seed=seed)
+            rows.append({"texts": size, "cpu_seconds": round(cpu_seconds() - cpu_started, 1),
+                         "wall_seconds": round(time.monotonic() - started, 1),
+                         "load_average_after": common.load_average()})
+            processor = sentencepiece_processor(load_tokenizer(path))
+            rows[-1]["pieces_per_test_text"] = round(
+                sum(map(len, processor.encode(test))) / len(test), 4)
+            print(json.dumps(rows[-1]), flush=True)
+    return {"data": data_spec, "training_texts": 2 * len(train), "test_texts": len(test),
+            "vocab_size": vocab_size, "samples": rows}
 
 
 def run_child(code_dir, **kwargs):
@@ -341,6 +391,11 @@ def parse_args(argv=None):
                              "--rounds rounds), with the vocabulary of an earlier run")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--vocabulary-samples", type=common.int_list, default=[],
+                        help="instead of the runs: SentencePiece's CPU seconds and pieces "
+                             "per test text for samples of these many texts of "
+                             "--vocabulary-data")
+    parser.add_argument("--vocabulary-data", default="ding:all")
     parser.add_argument("--no-count", action="store_true",
                         help="do not read the count of pairs dropped as too long after "
                              "training (a pass over a streamed corpus)")
@@ -360,7 +415,8 @@ def main():
     args = parse_args()
     if args.child:
         kwargs = json.loads(args.child)
-        child = (child_throughput if "warmup" in kwargs else
+        child = (child_vocabulary if "data_spec" in kwargs else
+                 child_throughput if "warmup" in kwargs else
                  child_pipeline if "vocabulary" in kwargs else child_run)
         result = child(**kwargs)
         print(_CHILD_MARKER + json.dumps(result), flush=True)
@@ -379,6 +435,17 @@ def main():
     machine = {"matmul_gflops_float32": common.matmul_rate()}
     print(f"matmul rate: {machine['matmul_gflops_float32']}", flush=True)
     rows = list(merged)
+    if args.vocabulary_samples:
+        name, code_dir = next(iter(contenders.items()))
+        load_before = common.load_average()
+        result = run_child(code_dir, sizes=args.vocabulary_samples,
+                           data_spec=args.vocabulary_data, vocab_size=8000, seed=args.seed)
+        rows.append({"contender": name, "code_dir": code_dir,
+                     "measurement": "vocabulary sample size",
+                     "load_average_before": load_before,
+                     "load_average_after": common.load_average(), **result})
+        print(json.dumps(rows[-1]), flush=True)
+        args.sizes = []
     if args.throughput:
         size = args.sizes[0]
         source, target = make_corpus(args.corpus_dir, size, args.sentences_per_line)

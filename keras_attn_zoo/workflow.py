@@ -289,11 +289,14 @@ def load_corpus(config):
     return Corpus(train, splits["valid"], splits["test"], str(spec))
 
 
-# SentencePiece's trainer holds about 2 KB per text (472 MB at the peak for 200,000
-# texts of two Ding sentences; 500,000 took a run to 2,035 MB): a streamed training
-# split's vocabulary trains on a sample of 300,000 texts (150,000 pairs), the lists
-# on up to `DEFAULT_MAX_SENTENCES` (2,000,000) as before.
-STREAMED_VOCABULARY_SAMPLE = 300_000
+# A streamed training split's vocabulary trains on a sample of 100,000 texts (about
+# 50,000 of each side), the lists on up to `DEFAULT_MAX_SENTENCES` (2,000,000) as before.
+# SentencePiece's training is most of a fresh run's time to its first step, and grows
+# with the sample (CPU seconds, 8,000 pieces, docs/data.md: on two Ding sentences a line
+# 9.4 at 100,000 texts, 27.2 at 300,000; on ding:all 24.8 at 100,000, 30.0 at 150,000)
+# while the pieces per held-out text hardly change (ding:all test: 5.62 at 100,000,
+# 5.58 at 150,000); its trainer also holds about 2 KB per text.
+STREAMED_VOCABULARY_SAMPLE = 100_000
 
 
 def prepare_data(config):
