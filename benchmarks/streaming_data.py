@@ -316,6 +316,72 @@ def child_throughput(source, target, vocabulary, steps, warmup, rounds, preset,
             "peak_rss_mb": round(common.peak_rss_mb(), 1)}
 
 
+def child_phases(source, target, output_dir, preset, batch_tokens, seed):
+    """The workflow's steps to training step 1 one by one, wall and CPU seconds each.
+
+    The same steps as :func:`child_run` (``prepare_data``, ``build``, ``training_data``, the
+    ``Trainer``'s epoch dataset and first step), with the vocabulary's sample and its
+    SentencePiece training, and the first batch and the step's tracing, timed apart.
+    """
+    rows = []
+    clock = [time.monotonic(), cpu_seconds()]
+
+    def phase(name):
+        now, cpu = time.monotonic(), cpu_seconds()
+        rows.append({"phase": name, "wall_seconds": round(now - clock[0], 1),
+                     "cpu_seconds": round(cpu - clock[1], 1),
+                     "load_average": common.load_average()})
+        clock[:] = [now, cpu]
+
+    from keras_attn_zoo.runtime import start_tensorflow
+
+    start_tensorflow()
+    from keras_attn_zoo import data as zoo_data
+    from keras_attn_zoo import workflow
+    from keras_attn_zoo.data import vocabulary
+    from keras_attn_zoo.training import Trainer, select_strategy
+
+    phase("import")
+    config = workflow.RunConfig(
+        data="files", train_src=str(source), train_tgt=str(target), preset=preset,
+        batch_tokens=batch_tokens, no_monitoring=True, output_dir=str(output_dir),
+        seed=seed, checkpoint_every=0)
+    config.learning_rate, config.warmup_steps = 2e-3, 100  # as child_run
+    workflow.seed_everything(config.seed)
+    corpus = workflow.load_corpus(config)
+    phase("open the files (before: count lines, check UTF-8)")
+    size = workflow.STREAMED_VOCABULARY_SAMPLE
+    if hasattr(corpus.train, "sample_texts"):
+        sample = corpus.train.sample_texts(size, seed=0)
+    else:
+        sample = vocabulary.reservoir_sample_chunks(vocabulary._text_chunks(corpus.train),
+                                                    size, seed=0)
+    phase(f"vocabulary sample ({size} texts)")
+    path = pathlib.Path(output_dir) / "vocab.model"
+    vocabulary.train_sentencepiece(sample, path, vocab_size=config.vocab_size,
+                                   max_sentences=size)
+    tokenizer = zoo_data.load_tokenizer(path)
+    phase("SentencePiece training, tokenizer")
+    strategy = select_strategy(config.strategy)
+    model, optimizer = workflow.build(config, tokenizer, strategy)
+    phase("model")
+    data = model.training_data(corpus.train, tokenizer, batch_tokens=batch_tokens,
+                               max_length=config.max_length, seed=seed, work_dir=None,
+                               fixed_shapes=workflow.trainer_xla(config))
+    phase("training_data (an unshuffled first batch)")
+    trainer = Trainer(model, optimizer, strategy, label_smoothing=config.label_smoothing,
+                      checkpoint_every=0, jit_compile=workflow.trainer_xla(config))
+    batches = iter(strategy.experimental_distribute_dataset(
+        trainer.epoch_dataset(data.make_dataset, 0)))
+    phase("Trainer, epoch dataset and iterator (tf.data graphs)")
+    batch = next(batches)
+    phase("first batch (shuffle buffer filled, tokenized, bucketed)")
+    trainer.train_on_batch(*batch)
+    phase("training step 1 (tracing)")
+    return {"phases": rows, "cpu_seconds_to_first_step": round(sum(
+        row["cpu_seconds"] for row in rows), 1), "peak_rss_mb": round(common.peak_rss_mb(), 1)}
+
+
 def child_vocabulary(sizes, data_spec, vocab_size, seed):
     """SentencePiece on samples of ``sizes`` texts of a real corpus (``data_spec``'s training
     split, ``train_sentencepiece``'s reservoir sample): CPU seconds of the training and the
@@ -391,6 +457,9 @@ def parse_args(argv=None):
                              "--rounds rounds), with the vocabulary of an earlier run")
     parser.add_argument("--warmup", type=int, default=10)
     parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--phases", action="store_true",
+                        help="instead of training: the steps to training step 1 timed one "
+                             "by one, for every size and contender")
     parser.add_argument("--vocabulary-samples", type=common.int_list, default=[],
                         help="instead of the runs: SentencePiece's CPU seconds and pieces "
                              "per test text for samples of these many texts of "
@@ -415,7 +484,8 @@ def main():
     args = parse_args()
     if args.child:
         kwargs = json.loads(args.child)
-        child = (child_vocabulary if "data_spec" in kwargs else
+        child = (child_phases if kwargs.pop("phases", False) else
+                 child_vocabulary if "data_spec" in kwargs else
                  child_throughput if "warmup" in kwargs else
                  child_pipeline if "vocabulary" in kwargs else child_run)
         result = child(**kwargs)
@@ -488,10 +558,16 @@ def main():
             output_dir = pathlib.Path(args.corpus_dir) / f"run-{name}-{size}"
             subprocess.run(["rm", "-rf", str(output_dir)], check=True)
             load_before = common.load_average()
-            result = run_child(contenders[name], source=source, target=target,
-                               output_dir=output_dir, max_steps=args.max_steps,
-                               preset=args.preset, batch_tokens=args.batch_tokens,
-                               seed=args.seed, count=not args.no_count)
+            if args.phases:
+                result = run_child(contenders[name], source=source, target=target,
+                                   output_dir=output_dir, preset=args.preset,
+                                   batch_tokens=args.batch_tokens, seed=args.seed,
+                                   phases=True)
+            else:
+                result = run_child(contenders[name], source=source, target=target,
+                                   output_dir=output_dir, max_steps=args.max_steps,
+                                   preset=args.preset, batch_tokens=args.batch_tokens,
+                                   seed=args.seed, count=not args.no_count)
             row = {"contender": name, "code_dir": contenders[name], "lines": size,
                    "source_bytes": source.stat().st_size,
                    "target_bytes": target.stat().st_size,

@@ -291,11 +291,11 @@ def load_corpus(config):
 
 # A streamed training split's vocabulary trains on a sample of 100,000 texts (about
 # 50,000 of each side), the lists on up to `DEFAULT_MAX_SENTENCES` (2,000,000) as before.
-# SentencePiece's training is most of a fresh run's time to its first step, and grows
-# with the sample (CPU seconds, 8,000 pieces, docs/data.md: on two Ding sentences a line
-# 9.4 at 100,000 texts, 27.2 at 300,000; on ding:all 24.8 at 100,000, 30.0 at 150,000)
-# while the pieces per held-out text hardly change (ding:all test: 5.62 at 100,000,
-# 5.58 at 150,000); its trainer also holds about 2 KB per text.
+# SentencePiece's training was most of a fresh run's time to its first step, and grows
+# with the sample: on ding:all, 8,000 pieces, 11.5 CPU seconds at 100,000 texts and 31.2
+# at 300,000, for 5.70 and 5.56 pieces per test text (2.4% more pieces at 100,000;
+# benchmarks/results/streaming_data-vocabulary-2026-11-25.json, docs/data.md). Its
+# trainer also holds about 2 KB per text.
 STREAMED_VOCABULARY_SAMPLE = 100_000
 
 
