@@ -431,6 +431,23 @@ def run_child(code_dir, **kwargs):
             "returncode": completed.returncode, "child_wall_seconds": wall}
 
 
+def first_size_measurement(args, contenders, measurement, **kwargs):
+    """A child measurement on the first size's corpus with the first contender's code and
+    the vocabulary of its earlier run (``--throughput``, ``--pipeline-only``); its row."""
+    size = args.sizes[0]
+    source, target = make_corpus(args.corpus_dir, size, args.sentences_per_line)
+    name, code_dir = next(iter(contenders.items()))
+    vocabulary = pathlib.Path(args.corpus_dir) / f"run-{name}-{size}" / "vocab.model"
+    load_before = common.load_average()
+    result = run_child(code_dir, source=source, target=target, vocabulary=vocabulary,
+                       batch_tokens=args.batch_tokens, seed=args.seed, **kwargs)
+    row = {"contender": name, "code_dir": code_dir, "lines": size, "measurement": measurement,
+           "load_average_before": load_before, "load_average_after": common.load_average(),
+           **result}
+    print(json.dumps(row), flush=True)
+    return row
+
+
 def parse_args(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--child", help=argparse.SUPPRESS)
@@ -517,33 +534,14 @@ def main():
         print(json.dumps(rows[-1]), flush=True)
         args.sizes = []
     if args.throughput:
-        size = args.sizes[0]
-        source, target = make_corpus(args.corpus_dir, size, args.sentences_per_line)
-        name, code_dir = next(iter(contenders.items()))
-        vocabulary = pathlib.Path(args.corpus_dir) / f"run-{name}-{size}" / "vocab.model"
-        load_before = common.load_average()
-        result = run_child(code_dir, source=source, target=target, vocabulary=vocabulary,
-                           steps=args.throughput, warmup=args.warmup, rounds=args.rounds,
-                           preset=args.preset, batch_tokens=args.batch_tokens, seed=args.seed)
-        rows.append({"contender": name, "code_dir": code_dir, "lines": size,
-                     "measurement": "training tokens/s, files against a list",
-                     "load_average_before": load_before,
-                     "load_average_after": common.load_average(), **result})
-        print(json.dumps(rows[-1]), flush=True)
+        rows.append(first_size_measurement(
+            args, contenders, "training tokens/s, files against a list",
+            steps=args.throughput, warmup=args.warmup, rounds=args.rounds,
+            preset=args.preset))
         args.sizes = []
     if args.pipeline_only:
-        size = args.sizes[0]
-        source, target = make_corpus(args.corpus_dir, size, args.sentences_per_line)
-        name, code_dir = next(iter(contenders.items()))
-        vocabulary = pathlib.Path(args.corpus_dir) / f"run-{name}-{size}" / "vocab.model"
-        load_before = common.load_average()
-        result = run_child(code_dir, source=source, target=target, vocabulary=vocabulary,
-                           batches=args.pipeline_only, rounds=4,
-                           batch_tokens=args.batch_tokens, seed=args.seed)
-        rows.append({"contender": name, "code_dir": code_dir, "lines": size,
-                     "measurement": "input pipeline only", "load_average_before": load_before,
-                     "load_average_after": common.load_average(), **result})
-        print(json.dumps(rows[-1]), flush=True)
+        rows.append(first_size_measurement(args, contenders, "input pipeline only",
+                                           batches=args.pipeline_only, rounds=4))
         args.sizes = []
     for size in args.sizes:
         started = time.monotonic()
