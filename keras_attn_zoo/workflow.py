@@ -289,11 +289,14 @@ def load_corpus(config):
     return Corpus(train, splits["valid"], splits["test"], str(spec))
 
 
-# SentencePiece's trainer holds about 2 KB per text (472 MB at the peak for 200,000
-# texts of two Ding sentences; 500,000 took a run to 2,035 MB): a streamed training
-# split's vocabulary trains on a sample of 300,000 texts (150,000 pairs), the lists
-# on up to `DEFAULT_MAX_SENTENCES` (2,000,000) as before.
-STREAMED_VOCABULARY_SAMPLE = 300_000
+# A streamed training split's vocabulary trains on a sample of 100,000 texts (about
+# 50,000 of each side), the lists on up to `DEFAULT_MAX_SENTENCES` (2,000,000) as before.
+# SentencePiece's training was most of a fresh run's time to its first step, and grows
+# with the sample: on ding:all, 8,000 pieces, 11.5 CPU seconds at 100,000 texts and 31.2
+# at 300,000, for 5.70 and 5.56 pieces per test text (2.4% more pieces at 100,000;
+# benchmarks/results/streaming_data-vocabulary-2026-11-25.json, docs/data.md). Its
+# trainer also holds about 2 KB per text.
+STREAMED_VOCABULARY_SAMPLE = 100_000
 
 
 def prepare_data(config):
@@ -304,8 +307,10 @@ def prepare_data(config):
     once for it and never held.
     """
     corpus = load_corpus(config)
-    streamed = "" if isinstance(corpus.train, list) else " (streamed from disk)"
-    print(f"data: {corpus.description}: {len(corpus.train)} train{streamed}, "
+    # A streamed split is not counted before training (`data.pipeline_stats` counts it).
+    train = (f"{len(corpus.train)} train" if isinstance(corpus.train, list)
+             else "train streamed from disk")
+    print(f"data: {corpus.description}: {train}, "
           f"{len(corpus.valid)} valid, {len(corpus.test)} test pairs"
           + (f"; {corpus.dropped_empty} empty pairs dropped" if corpus.dropped_empty else ""))
     path = config.paths[0] / "vocab.model"
