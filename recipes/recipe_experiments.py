@@ -30,6 +30,7 @@ every cell (e.g. `--base preset=tiny --base data=files --base train_src=...`).
 """
 
 import argparse
+import collections
 import dataclasses
 import datetime
 import importlib.util
@@ -412,16 +413,21 @@ def write_plot(results_dir, path=None):
     from keras_attn_zoo.evaluation.plots import plot_learning_curves
 
     curves = {}
-    for r in load_results(results_dir):
+    results = load_results(results_dir)
+    runs_of = collections.Counter((r["cell"], r.get("seed", 0)) for r in results)
+    for r in results:
         label = r["cell"] + ("" if r.get("seed", 0) == 0 else f" seed {r['seed']}")
+        if runs_of[r["cell"], r.get("seed", 0)] > 1:  # the same cell under two caps
+            label += f" (cap {r.get('steps_budget')})"
         points = list(r.get("learning_curve") or [])
         minutes = None if r.get("train_seconds") is None else r["train_seconds"] / 60
         points.append({"step": r.get("steps"), "minutes": minutes,
                        "bleu": r["valid"].get("bleu"), "chrf": r["valid"].get("chrf")})
         curves[label] = points
     path = pathlib.Path(path or pathlib.Path(results_dir) / "learning_curves.png")
-    plot_learning_curves(curves, path, title="dev BLEU (first 100 valid sentences during "
-                                             "training; last point: all of them)")
+    plot_learning_curves(curves, path, title="dev BLEU during training (2,000-step cells: first "
+                                             "100 valid sentences; converged cells: all 1,200, "
+                                             "greedy); last point: beam 4 on all of them")
     print(f"plot: {path}")
     return path
 
