@@ -45,8 +45,10 @@ test: setup browser
 benchmark-smoke: setup
 	$(BIN)/python -m pytest -q -m benchmark_smoke tests/test_benchmarks.py
 
-## Fill the leaderboard cell by cell (resumable; hours on 2 cores), then write its
-## table, verdicts and plots into docs/leaderboard.md. LEADERBOARD_ARGS: e.g. --seeds 0.
+## Fill the leaderboard cell by cell, each trained to convergence under the same cap
+## (resumable; hours on 2 cores), then write its table, verdicts and plots into
+## docs/leaderboard.md. LEADERBOARD_ARGS: e.g. --seeds 0; the committed 2,000-step
+## table: --report-only --protocol fixed --steps 2000.
 LEADERBOARD_ARGS ?=
 leaderboard: setup
 	$(BIN)/python recipes/leaderboard.py --readme docs/leaderboard.md $(LEADERBOARD_ARGS)

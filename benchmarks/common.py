@@ -94,7 +94,8 @@ class Timing:
                 "spread": round(self.spread, 3), "times": self.times}
 
 
-def _timed_once(function):
+def timed_once(function):
+    """`(seconds, result)` of one call of `function`, its result's tensors ready."""
     start = time.perf_counter()
     result = function()
     _block(result)
@@ -121,7 +122,7 @@ def time_call(function, repeats=3, warmup=1):
         _block(result)
     times = []
     for _ in range(max(repeats, 1)):
-        seconds, result = _timed_once(function)
+        seconds, result = timed_once(function)
         times.append(seconds)
     return Timing(times), result
 
@@ -149,7 +150,7 @@ def alternate(functions, repeats=3, warmup=1):
     for round_index in range(max(repeats, 1)):
         order = names if round_index % 2 == 0 else names[::-1]
         for name in order:
-            seconds, results[name] = _timed_once(functions[name])
+            seconds, results[name] = timed_once(functions[name])
             times[name].append(seconds)
     return {name: Timing(times[name]) for name in names}, results
 

@@ -57,6 +57,7 @@ def _smoke_model(workdir):
     """A tiny random Transformer, its SavedModel and some synthetic test pairs."""
     from keras_attn_zoo.data.vocabulary import train_sentencepiece
     from keras_attn_zoo.export import export_saved_model
+    from keras_attn_zoo.inference import Translator
     from keras_attn_zoo.models import transformer
     from tests.conftest import make_synthetic_parallel_sentences
 
@@ -66,7 +67,8 @@ def _smoke_model(workdir):
 
     size = sentencepiece_processor(vocab).get_piece_size()
     model = transformer(size, preset="tiny")
-    base = export_saved_model(model, str(vocab), workdir / "saved", name="smoke")
+    base = export_saved_model(Translator(model, str(vocab)), workdir / "saved",
+                              name="smoke")
     return model, vocab, base, pairs[:12], "de-en"
 
 

@@ -81,7 +81,7 @@ def measure_point(spec, length, preset, vocab_path, batch=1, beam=4):
     if name == "eager_stream":
         return _measure_stream(length, preset, vocab_path, batch)
     translator, model = build_zoo_translator(spec, vocab_path, preset, length)
-    limit = model.zoo_config.get("max_length")
+    limit = model.max_decode_length
     if limit is not None and length + 1 > limit:
         return {"skipped": f"{name} accepts at most max_length={limit} positions"}
     vocab_size = translator.vocabulary_size

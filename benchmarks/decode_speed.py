@@ -134,6 +134,7 @@ def build_export(args, workdir):
 
     from keras_attn_zoo.data.vocabulary import load_tokenizer
     from keras_attn_zoo.export import export_saved_model
+    from keras_attn_zoo.inference import Translator
     from keras_attn_zoo.models import transformer
 
     num_words = max(50, args.vocab_size)
@@ -142,7 +143,8 @@ def build_export(args, workdir):
     seed_everything(0)
     tokenizer = load_tokenizer(vocab_path)
     model = transformer(int(tokenizer.vocabulary_size()), preset=args.preset)
-    path = export_saved_model(model, tokenizer, workdir / "saved_models" / "bench",
+    path = export_saved_model(Translator(model, tokenizer),
+                              workdir / "saved_models" / "bench",
                               model_card={"preset": args.preset, "data": "untrained"})
     return path, words, weights
 

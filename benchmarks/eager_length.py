@@ -68,7 +68,8 @@ def main(argv=None):
 
     from keras_attn_zoo import data as zoo_data
     from keras_attn_zoo.data.vocabulary import load_tokenizer
-    from keras_attn_zoo.export.source_padding import choose_source_padding_injection
+    from keras_attn_zoo.evaluation.source_padding import choose_source_padding_injection
+    from keras_attn_zoo.inference import Translator
     from keras_attn_zoo.models.eager.preprocessing import make_eager_id_pairs
     from keras_attn_zoo.models.eager.probe import source_use_probe
 
@@ -89,7 +90,7 @@ def main(argv=None):
                        injection_end="choose")
     before = decode(model, tokenizer, test, args.beam_size)
     model.set_decoding(length_normalization="average", injection_end=args.injection_end)
-    choice = choose_source_padding_injection(model, tokenizer, dev,
+    choice = choose_source_padding_injection(Translator(model, tokenizer), dev,
                                              candidates=args.candidates,
                                              beam_size=args.beam_size)
     after = decode(model, tokenizer, test, args.beam_size)

@@ -170,7 +170,7 @@ class Worker:
     def handle(self, command):
         if command["do"] == "time":
             cpu_started = time.process_time()
-            seconds, _ = common._timed_once(self.steppers[command["model"]])
+            seconds, _ = common.timed_once(self.steppers[command["model"]])
             return {"seconds": seconds, "cpu_seconds": time.process_time() - cpu_started}
         if command["do"] == "matmul":
             return matmul_rates(command["size"])
@@ -196,9 +196,10 @@ def matmul_rates(size, repeats=5):
     return {"gflops": rate["gflops"], "gflop_per_cpu_s": flops / cpu_seconds / 1e9}
 
 
-def worker_main(spec_json):
-    """Builds a `Worker`, replies with its info, then answers one command per line."""
-    worker = Worker(json.loads(spec_json))
+def worker_main(spec_json, make_worker=None):
+    """Builds a `Worker` (or `make_worker(spec)`: `decode_loop.py`'s), replies with
+    its info, then answers one command per line."""
+    worker = (make_worker or Worker)(json.loads(spec_json))
     print(REPLY + json.dumps(worker.info), flush=True)
     for line in sys.stdin:
         command = json.loads(line)
@@ -208,12 +209,17 @@ def worker_main(spec_json):
 
 
 class WorkerProcess:
-    """The parent's handle of a worker running one checkout's code."""
+    """The parent's handle of a worker running one checkout's code.
 
-    def __init__(self, tree, spec):
+    `script`: the benchmark whose `--worker SPEC` mode the worker runs (this
+    one by default; `decode_loop.py` reuses the protocol): it replies with
+    lines starting with `REPLY`.
+    """
+
+    def __init__(self, tree, spec, script=__file__):
         environment = dict(os.environ, PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="2")
         self.process = subprocess.Popen(
-            [sys.executable, str(pathlib.Path(__file__).resolve()), "--worker",
+            [sys.executable, str(pathlib.Path(script).resolve()), "--worker",
              json.dumps(spec)],
             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=environment)
 

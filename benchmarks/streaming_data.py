@@ -18,7 +18,10 @@ each run in a fresh child process, for every corpus size and every contender:
 * peak RSS at the end of each phase (imported, data prepared, model built),
   to see which one sets the peak;
 * time to the first step: from the child's start (before TensorFlow is
-  imported) to the end of training step 1, with the phases in between;
+  imported) to the end of training step 1, with the phases in between, in wall
+  seconds and in the CPU seconds the process used (its threads together: on a
+  shared machine a bound of the wall seconds it would take alone), with the
+  load average at step 1;
 * the seconds the count of pairs dropped as too long takes when the results
   read it after training (a streamed corpus is counted then);
 * tokens/s: the ``Trainer``'s own rate over steps ``log_every + 1`` to
@@ -28,8 +31,17 @@ each run in a fresh child process, for every corpus size and every contender:
 The machine's matmul rate and the load average go beside the figures (the
 machine is shared; the contenders alternate per size).
 
+Three other measurements replace the runs: ``--throughput STEPS`` (training
+tokens/s on the same batches streamed from the files and from their pairs in a
+list, alternating, per wall and per CPU second), ``--pipeline-only BATCHES``
+(the input pipeline alone, files against a list) and ``--vocabulary-samples``
+(SentencePiece's CPU seconds and pieces per test text for samples of a real
+corpus, to choose the streamed vocabulary's sample size).
+
 Usage:
     python benchmarks/streaming_data.py --contenders before=/tmp/kaz-before,after=.
+    python benchmarks/streaming_data.py --sizes 1000000 --throughput 20  # after a run
+    python benchmarks/streaming_data.py --vocabulary-samples 100000,300000
     python benchmarks/streaming_data.py --smoke   # 20,000 lines, 4 steps: it runs
 """
 
@@ -81,16 +93,31 @@ def make_corpus(directory, lines, sentences_per_line=2, seed=CORPUS_SEED):
 
 # ---- one run, in a child process -------------------------------------------------------
 
+def cpu_seconds():
+    """CPU seconds this process has used (all its threads): on a shared machine, a bound of
+    what its wall seconds would be alone (equal for one busy thread, less for more)."""
+    import resource
+
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 1)
+
+
 class StepClock:
-    """A monitor callback: the time of each step's end, and the Trainer's tok/s logs."""
+    """A monitor callback: the time (wall and CPU) of each step's end, the load average at
+    step 1, and the Trainer's tok/s logs."""
 
     def __init__(self):
         self.step_ends = {}
+        self.step_cpu = {}
         self.rates = {}
+        self.load_at_first_step = None
 
     def on_step_end(self, trainer, step, logs):
         del trainer
         self.step_ends[step] = time.monotonic() - _CHILD_STARTED
+        self.step_cpu[step] = cpu_seconds()
+        if self.load_at_first_step is None:
+            self.load_at_first_step = common.load_average()
         if "tok/s" in logs:
             self.rates[step] = logs["tok/s"]
 
@@ -116,8 +143,12 @@ class LineClock:
         self.stream.flush()
 
 
-def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed):
-    """The workflow's data preparation, build and training; figures as a dict."""
+def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed, count=True):
+    """The workflow's data preparation, build and training; figures as a dict.
+
+    ``count``: read the count of the pairs dropped as too long after training, as the
+    workflow's results do (a pass over a streamed corpus).
+    """
     lines = sys.stdout = LineClock(sys.stdout)
     from keras_attn_zoo.runtime import start_tensorflow
 
@@ -127,6 +158,7 @@ def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed)
 
     phases = {"imported": time.monotonic() - _CHILD_STARTED}
     peaks = {"imported": common.peak_rss_mb()}
+    cpu = {"imported": cpu_seconds()}
     config = workflow.RunConfig(
         data="files", train_src=str(source), train_tgt=str(target), preset=preset,
         max_steps=max_steps, batch_tokens=batch_tokens, no_monitoring=True,
@@ -137,23 +169,28 @@ def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed)
     corpus, tokenizer = workflow.prepare_data(config)
     phases["data_prepared"] = time.monotonic() - _CHILD_STARTED
     peaks["data_prepared"] = common.peak_rss_mb()
+    cpu["data_prepared"] = cpu_seconds()
     strategy = select_strategy(config.strategy)
     model, optimizer = workflow.build(config, tokenizer, strategy)
     phases["model_built"] = time.monotonic() - _CHILD_STARTED
     peaks["model_built"] = common.peak_rss_mb()
+    cpu["model_built"] = cpu_seconds()
     clock = StepClock()
     summary, training_data = workflow.train(config, model, optimizer, strategy, corpus,
                                             tokenizer, monitors=[clock])
     # The count of the pairs dropped as too long, as `training_run` reads it for the
     # results (a streamed corpus is counted then, after training).
     started = time.monotonic()
-    dropped_too_long = training_data.dropped_too_long
-    count_seconds = time.monotonic() - started
+    dropped_too_long = training_data.dropped_too_long if count else None
+    count_seconds = time.monotonic() - started if count else None
     steady_step = max(clock.rates) if clock.rates else None
     return {
         "phases_seconds": {**{k: round(v, 1) for k, v in phases.items()}, **lines.times},
         "peak_rss_mb_by_phase_end": {k: round(v, 1) for k, v in peaks.items()},
+        "cpu_seconds_by_phase_end": cpu,
         "seconds_to_first_step": round(clock.step_ends[1], 1),
+        "cpu_seconds_to_first_step": clock.step_cpu[1],
+        "load_average_at_first_step": clock.load_at_first_step,
         "seconds_to_last_step": round(clock.step_ends[max(clock.step_ends)], 1),
         "steps": summary.steps,
         "target_tokens": summary.target_tokens,
@@ -162,7 +199,7 @@ def child_run(source, target, output_dir, max_steps, preset, batch_tokens, seed)
                                      if steady_step else None),
         "steady_window_last_step": steady_step,
         "pairs_dropped_too_long": dropped_too_long,
-        "seconds_to_count_after_training": round(count_seconds, 1),
+        "seconds_to_count_after_training": count_seconds and round(count_seconds, 1),
         "peak_rss_mb": round(common.peak_rss_mb(), 1),
     }
 
@@ -213,6 +250,168 @@ def child_pipeline(source, target, vocabulary, batches, rounds, batch_tokens, se
             "peak_rss_mb": round(common.peak_rss_mb(), 1)}
 
 
+def child_throughput(source, target, vocabulary, steps, warmup, rounds, preset,
+                     batch_tokens, seed):
+    """Training tokens/s on the same batches read from the files and from a list in memory.
+
+    One model and ``Trainer`` (the workflow's, as :func:`child_run` builds them) train on
+    ``model.training_data`` of each: the streamed files (``open_parallel_files``) and their
+    pairs in a list (``read_parallel_files``, the in-memory path). Round ``r`` reads epoch
+    ``r``'s stream of both (the same seed and buffer, so the same batches: the target tokens
+    of each pair of measurements must be equal), alternating which goes first; each trains
+    ``warmup`` steps (tracing) and then ``steps`` timed ones.
+    """
+    from keras_attn_zoo.runtime import start_tensorflow
+
+    start_tensorflow()
+    import statistics
+
+    from keras_attn_zoo import data as zoo_data
+    from keras_attn_zoo import workflow
+    from keras_attn_zoo.training import Trainer, select_strategy
+
+    tokenizer = zoo_data.load_tokenizer(vocabulary)
+    config = workflow.RunConfig(data="files", train_src=str(source), train_tgt=str(target),
+                                preset=preset, batch_tokens=batch_tokens, seed=seed)
+    config.learning_rate, config.warmup_steps = 2e-3, 100  # as child_run
+    workflow.seed_everything(config.seed)
+    strategy = select_strategy(config.strategy)
+    model, optimizer = workflow.build(config, tokenizer, strategy)
+    trainer = Trainer(model, optimizer, strategy, label_smoothing=config.label_smoothing,
+                      checkpoint_every=0, jit_compile=workflow.trainer_xla(config))
+    contenders = {"files": zoo_data.open_parallel_files(source, target),
+                  "list": zoo_data.read_parallel_files(source, target)[0]}
+    data = {name: model.training_data(pairs, tokenizer, batch_tokens=batch_tokens,
+                                      max_length=config.max_length, seed=seed, work_dir=None,
+                                      fixed_shapes=trainer.jit_compile)
+            for name, pairs in contenders.items()}
+    timings = {name: {"tokens_per_second": [], "tokens_per_cpu_second": [],
+                      "target_tokens": []} for name in contenders}
+    for round_index in range(rounds):
+        names = list(contenders) if round_index % 2 == 0 else list(contenders)[::-1]
+        for name in names:
+            dataset = zoo_data.without_autotune_thread(data[name].make_dataset(round_index))
+            batches = iter(strategy.experimental_distribute_dataset(dataset))
+            for _ in range(warmup):
+                trainer.train_on_batch(*next(batches))
+            tokens, started, cpu_started = 0, time.perf_counter(), cpu_seconds()
+            for _ in range(steps):
+                tokens += int(trainer.train_on_batch(*next(batches))["tokens"])
+            timings[name]["tokens_per_second"].append(
+                round(tokens / (time.perf_counter() - started), 1))
+            timings[name]["tokens_per_cpu_second"].append(
+                round(tokens / max(cpu_seconds() - cpu_started, 0.1), 1))
+            timings[name]["target_tokens"].append(tokens)
+            del batches
+    medians = {name: statistics.median(value["tokens_per_second"])
+               for name, value in timings.items()}
+    cpu_medians = {name: statistics.median(value["tokens_per_cpu_second"])
+                   for name, value in timings.items()}
+    return {"throughput_rounds": timings, "median_tokens_per_second": medians,
+            "median_tokens_per_cpu_second": cpu_medians,
+            "same_batches": timings["files"]["target_tokens"] == timings["list"]["target_tokens"],
+            "files_over_list": round(medians["files"] / medians["list"], 3),
+            "files_over_list_per_cpu_second": round(cpu_medians["files"] / cpu_medians["list"],
+                                                    3),
+            "peak_rss_mb": round(common.peak_rss_mb(), 1)}
+
+
+def child_phases(source, target, output_dir, preset, batch_tokens, seed):
+    """The workflow's steps to training step 1 one by one, wall and CPU seconds each.
+
+    The same steps as :func:`child_run` (``prepare_data``, ``build``, ``training_data``, the
+    ``Trainer``'s epoch dataset and first step), with the vocabulary's sample and its
+    SentencePiece training, and the first batch and the step's tracing, timed apart.
+    """
+    rows = []
+    clock = [time.monotonic(), cpu_seconds()]
+
+    def phase(name):
+        now, cpu = time.monotonic(), cpu_seconds()
+        rows.append({"phase": name, "wall_seconds": round(now - clock[0], 1),
+                     "cpu_seconds": round(cpu - clock[1], 1),
+                     "load_average": common.load_average()})
+        clock[:] = [now, cpu]
+
+    from keras_attn_zoo.runtime import start_tensorflow
+
+    start_tensorflow()
+    from keras_attn_zoo import data as zoo_data
+    from keras_attn_zoo import workflow
+    from keras_attn_zoo.data import vocabulary
+    from keras_attn_zoo.training import Trainer, select_strategy
+
+    phase("import")
+    config = workflow.RunConfig(
+        data="files", train_src=str(source), train_tgt=str(target), preset=preset,
+        batch_tokens=batch_tokens, no_monitoring=True, output_dir=str(output_dir),
+        seed=seed, checkpoint_every=0)
+    config.learning_rate, config.warmup_steps = 2e-3, 100  # as child_run
+    workflow.seed_everything(config.seed)
+    corpus = workflow.load_corpus(config)
+    phase("open the files (before: count lines, check UTF-8)")
+    size = workflow.STREAMED_VOCABULARY_SAMPLE
+    if hasattr(corpus.train, "sample_texts"):
+        sample = corpus.train.sample_texts(size, seed=0)
+    else:
+        sample = vocabulary.reservoir_sample_chunks(vocabulary._text_chunks(corpus.train),
+                                                    size, seed=0)
+    phase(f"vocabulary sample ({size} texts)")
+    path = pathlib.Path(output_dir) / "vocab.model"
+    vocabulary.train_sentencepiece(sample, path, vocab_size=config.vocab_size,
+                                   max_sentences=size)
+    tokenizer = zoo_data.load_tokenizer(path)
+    phase("SentencePiece training, tokenizer")
+    strategy = select_strategy(config.strategy)
+    model, optimizer = workflow.build(config, tokenizer, strategy)
+    phase("model")
+    data = model.training_data(corpus.train, tokenizer, batch_tokens=batch_tokens,
+                               max_length=config.max_length, seed=seed, work_dir=None,
+                               fixed_shapes=workflow.trainer_xla(config))
+    phase("training_data (an unshuffled first batch)")
+    trainer = Trainer(model, optimizer, strategy, label_smoothing=config.label_smoothing,
+                      checkpoint_every=0, jit_compile=workflow.trainer_xla(config))
+    batches = iter(strategy.experimental_distribute_dataset(
+        trainer.epoch_dataset(data.make_dataset, 0)))
+    phase("Trainer, epoch dataset and iterator (tf.data graphs)")
+    batch = next(batches)
+    phase("first batch (shuffle buffer filled, tokenized, bucketed)")
+    trainer.train_on_batch(*batch)
+    phase("training step 1 (tracing)")
+    return {"phases": rows, "cpu_seconds_to_first_step": round(sum(
+        row["cpu_seconds"] for row in rows), 1), "peak_rss_mb": round(common.peak_rss_mb(), 1)}
+
+
+def child_vocabulary(sizes, data_spec, vocab_size, seed):
+    """SentencePiece on samples of ``sizes`` texts of a real corpus (``data_spec``'s training
+    split, ``train_sentencepiece``'s reservoir sample): CPU seconds of the training and the
+    pieces per text of the corpus' test split (what a smaller sample costs the vocabulary)."""
+    import tempfile
+
+    from keras_attn_zoo.data import load_pairs
+    from keras_attn_zoo.data.vocabulary import (load_tokenizer, sentencepiece_processor,
+                                                train_sentencepiece)
+
+    train = load_pairs(data_spec, "train")
+    test = [text for pair in load_pairs(data_spec, "test") for text in pair]
+    rows = []
+    with tempfile.TemporaryDirectory() as directory:
+        for size in sizes:
+            path = pathlib.Path(directory) / f"{size}.model"
+            started, cpu_started = time.monotonic(), cpu_seconds()
+            train_sentencepiece(train, path, vocab_size=vocab_size, max_sentences=size,
+                                seed=seed)
+            rows.append({"texts": size, "cpu_seconds": round(cpu_seconds() - cpu_started, 1),
+                         "wall_seconds": round(time.monotonic() - started, 1),
+                         "load_average_after": common.load_average()})
+            processor = sentencepiece_processor(load_tokenizer(path))
+            rows[-1]["pieces_per_test_text"] = round(
+                sum(map(len, processor.encode(test))) / len(test), 4)
+            print(json.dumps(rows[-1]), flush=True)
+    return {"data": data_spec, "training_texts": 2 * len(train), "test_texts": len(test),
+            "vocab_size": vocab_size, "samples": rows}
+
+
 def run_child(code_dir, **kwargs):
     """Runs :func:`child_run` with ``code_dir`` first on the path; its dict (or the error)."""
     environment = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2",
@@ -230,6 +429,23 @@ def run_child(code_dir, **kwargs):
             return result
     return {"error": common.child_error(completed.stderr),
             "returncode": completed.returncode, "child_wall_seconds": wall}
+
+
+def first_size_measurement(args, contenders, measurement, **kwargs):
+    """A child measurement on the first size's corpus with the first contender's code and
+    the vocabulary of its earlier run (``--throughput``, ``--pipeline-only``); its row."""
+    size = args.sizes[0]
+    source, target = make_corpus(args.corpus_dir, size, args.sentences_per_line)
+    name, code_dir = next(iter(contenders.items()))
+    vocabulary = pathlib.Path(args.corpus_dir) / f"run-{name}-{size}" / "vocab.model"
+    load_before = common.load_average()
+    result = run_child(code_dir, source=source, target=target, vocabulary=vocabulary,
+                       batch_tokens=args.batch_tokens, seed=args.seed, **kwargs)
+    row = {"contender": name, "code_dir": code_dir, "lines": size, "measurement": measurement,
+           "load_average_before": load_before, "load_average_after": common.load_average(),
+           **result}
+    print(json.dumps(row), flush=True)
+    return row
 
 
 def parse_args(argv=None):
@@ -251,6 +467,24 @@ def parse_args(argv=None):
                         help="instead of training: the input pipeline alone on the first "
                              "size, from the files and from a list (BATCHES batches per "
                              "round, 4 rounds), with the vocabulary of an earlier run")
+    parser.add_argument("--throughput", type=int, default=0, metavar="STEPS",
+                        help="instead of the runs: training tokens/s on the same batches from "
+                             "the files and from a list in memory, on the first size (STEPS "
+                             "timed steps per round and contender after --warmup, "
+                             "--rounds rounds), with the vocabulary of an earlier run")
+    parser.add_argument("--warmup", type=int, default=10)
+    parser.add_argument("--rounds", type=int, default=4)
+    parser.add_argument("--phases", action="store_true",
+                        help="instead of training: the steps to training step 1 timed one "
+                             "by one, for every size and contender")
+    parser.add_argument("--vocabulary-samples", type=common.int_list, default=[],
+                        help="instead of the runs: SentencePiece's CPU seconds and pieces "
+                             "per test text for samples of these many texts of "
+                             "--vocabulary-data")
+    parser.add_argument("--vocabulary-data", default="ding:all")
+    parser.add_argument("--no-count", action="store_true",
+                        help="do not read the count of pairs dropped as too long after "
+                             "training (a pass over a streamed corpus)")
     parser.add_argument("--smoke", action="store_true",
                         help="20,000 lines, 4 steps of the tiny preset: a check that it runs")
     parser.add_argument("--merge", type=common.str_list, default=[],
@@ -267,7 +501,11 @@ def main():
     args = parse_args()
     if args.child:
         kwargs = json.loads(args.child)
-        result = (child_pipeline if "vocabulary" in kwargs else child_run)(**kwargs)
+        child = (child_phases if kwargs.pop("phases", False) else
+                 child_vocabulary if "data_spec" in kwargs else
+                 child_throughput if "warmup" in kwargs else
+                 child_pipeline if "vocabulary" in kwargs else child_run)
+        result = child(**kwargs)
         print(_CHILD_MARKER + json.dumps(result), flush=True)
         return
 
@@ -284,19 +522,26 @@ def main():
     machine = {"matmul_gflops_float32": common.matmul_rate()}
     print(f"matmul rate: {machine['matmul_gflops_float32']}", flush=True)
     rows = list(merged)
-    if args.pipeline_only:
-        size = args.sizes[0]
-        source, target = make_corpus(args.corpus_dir, size, args.sentences_per_line)
+    if args.vocabulary_samples:
         name, code_dir = next(iter(contenders.items()))
-        vocabulary = pathlib.Path(args.corpus_dir) / f"run-{name}-{size}" / "vocab.model"
         load_before = common.load_average()
-        result = run_child(code_dir, source=source, target=target, vocabulary=vocabulary,
-                           batches=args.pipeline_only, rounds=4,
-                           batch_tokens=args.batch_tokens, seed=args.seed)
-        rows.append({"contender": name, "code_dir": code_dir, "lines": size,
-                     "measurement": "input pipeline only", "load_average_before": load_before,
+        result = run_child(code_dir, sizes=args.vocabulary_samples,
+                           data_spec=args.vocabulary_data, vocab_size=8000, seed=args.seed)
+        rows.append({"contender": name, "code_dir": code_dir,
+                     "measurement": "vocabulary sample size",
+                     "load_average_before": load_before,
                      "load_average_after": common.load_average(), **result})
         print(json.dumps(rows[-1]), flush=True)
+        args.sizes = []
+    if args.throughput:
+        rows.append(first_size_measurement(
+            args, contenders, "training tokens/s, files against a list",
+            steps=args.throughput, warmup=args.warmup, rounds=args.rounds,
+            preset=args.preset))
+        args.sizes = []
+    if args.pipeline_only:
+        rows.append(first_size_measurement(args, contenders, "input pipeline only",
+                                           batches=args.pipeline_only, rounds=4))
         args.sizes = []
     for size in args.sizes:
         started = time.monotonic()
@@ -311,10 +556,16 @@ def main():
             output_dir = pathlib.Path(args.corpus_dir) / f"run-{name}-{size}"
             subprocess.run(["rm", "-rf", str(output_dir)], check=True)
             load_before = common.load_average()
-            result = run_child(contenders[name], source=source, target=target,
-                               output_dir=output_dir, max_steps=args.max_steps,
-                               preset=args.preset, batch_tokens=args.batch_tokens,
-                               seed=args.seed)
+            if args.phases:
+                result = run_child(contenders[name], source=source, target=target,
+                                   output_dir=output_dir, preset=args.preset,
+                                   batch_tokens=args.batch_tokens, seed=args.seed,
+                                   phases=True)
+            else:
+                result = run_child(contenders[name], source=source, target=target,
+                                   output_dir=output_dir, max_steps=args.max_steps,
+                                   preset=args.preset, batch_tokens=args.batch_tokens,
+                                   seed=args.seed, count=not args.no_count)
             row = {"contender": name, "code_dir": contenders[name], "lines": size,
                    "source_bytes": source.stat().st_size,
                    "target_bytes": target.stat().st_size,

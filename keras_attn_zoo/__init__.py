@@ -23,12 +23,14 @@ if TYPE_CHECKING:  # the subpackages for static analysis; at run time on first u
     from keras_attn_zoo import decoding
     from keras_attn_zoo import evaluation
     from keras_attn_zoo import export
+    from keras_attn_zoo import inference
     from keras_attn_zoo import layers
     from keras_attn_zoo import models
     from keras_attn_zoo import training
 
 _SUBPACKAGES = frozenset(
-    {"data", "decoding", "evaluation", "export", "layers", "models", "training"}
+    {"data", "decoding", "evaluation", "export", "inference", "layers", "models",
+     "training"}
 )
 
 __all__ = ["__version__", *sorted(_SUBPACKAGES)]

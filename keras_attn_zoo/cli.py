@@ -107,7 +107,7 @@ def translate_lines(signature, lines, *, inputs, batch_size=32, progress=None,
     import tensorflow as tf
 
     from keras_attn_zoo.export import sentences as sentence_tools
-    from keras_attn_zoo.export.translator import model_error_message
+    from keras_attn_zoo.inference.translator import model_error_message
 
     sentences, counts = sentence_tools.split_texts(lines, language, split_sentences)
     line_of = [line for line, count in enumerate(counts) for _ in range(count)]
@@ -351,7 +351,7 @@ def _score_command(args) -> int:
     import tensorflow as tf
     import tensorflow_text  # noqa: F401  (registers the SentencePiece ops)
 
-    from keras_attn_zoo.export.translator import model_error_message
+    from keras_attn_zoo.inference.translator import model_error_message
 
     loaded = tf.saved_model.load(str(model_dir))
     if "score" not in loaded.signatures:
@@ -379,6 +379,7 @@ def _score_command(args) -> int:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    """The `keras-attn-zoo` command's parser: `translate` and `serve`."""
     parser = argparse.ArgumentParser(
         prog="keras-attn-zoo",
         description="Attention model zoo for neural machine translation.")
@@ -515,6 +516,9 @@ def _serve_command(args) -> int:
 
 
 def main(argv=None) -> int:
+    """Runs the `keras-attn-zoo` command with `argv` (None: `sys.argv`); returns its exit status.
+
+    """
     args = build_parser().parse_args(argv)
     start_tensorflow()  # TensorFlow's start-up noise would hide the command's output
     return args.handler(args)

@@ -289,11 +289,14 @@ def load_corpus(config):
     return Corpus(train, splits["valid"], splits["test"], str(spec))
 
 
-# SentencePiece's trainer holds about 2 KB per text (472 MB at the peak for 200,000
-# texts of two Ding sentences; 500,000 took a run to 2,035 MB): a streamed training
-# split's vocabulary trains on a sample of 300,000 texts (150,000 pairs), the lists
-# on up to `DEFAULT_MAX_SENTENCES` (2,000,000) as before.
-STREAMED_VOCABULARY_SAMPLE = 300_000
+# A streamed training split's vocabulary trains on a sample of 100,000 texts (about
+# 50,000 of each side), the lists on up to `DEFAULT_MAX_SENTENCES` (2,000,000) as before.
+# SentencePiece's training was most of a fresh run's time to its first step, and grows
+# with the sample: on ding:all, 8,000 pieces, 11.5 CPU seconds at 100,000 texts and 31.2
+# at 300,000, for 5.70 and 5.56 pieces per test text (2.4% more pieces at 100,000;
+# benchmarks/results/streaming_data-vocabulary-2026-11-25.json, docs/data.md). Its
+# trainer also holds about 2 KB per text.
+STREAMED_VOCABULARY_SAMPLE = 100_000
 
 
 def prepare_data(config):
@@ -304,8 +307,10 @@ def prepare_data(config):
     once for it and never held.
     """
     corpus = load_corpus(config)
-    streamed = "" if isinstance(corpus.train, list) else " (streamed from disk)"
-    print(f"data: {corpus.description}: {len(corpus.train)} train{streamed}, "
+    # A streamed split is not counted before training (`data.pipeline_stats` counts it).
+    train = (f"{len(corpus.train)} train" if isinstance(corpus.train, list)
+             else "train streamed from disk")
+    print(f"data: {corpus.description}: {train}, "
           f"{len(corpus.valid)} valid, {len(corpus.test)} test pairs"
           + (f"; {corpus.dropped_empty} empty pairs dropped" if corpus.dropped_empty else ""))
     path = config.paths[0] / "vocab.model"
@@ -397,7 +402,7 @@ def run_translator(config, model, tokenizer):
     test split's evaluation and the export search with it (the weights they see
     are the model's at the time; `beam_size`/`length_penalty` of the config are
     its defaults, early stopping passes its own beam)."""
-    from keras_attn_zoo.export import Translator
+    from keras_attn_zoo.inference import Translator
 
     return Translator(model, tokenizer, beam_size=config.beam_size,
                       length_penalty=config.length_penalty)
@@ -551,27 +556,29 @@ def final_weights(config, model, optimizer, stopper=None):
 # ---- evaluate -------------------------------------------------------------------------------
 
 
-def choose_decoding(config, model, tokenizer, valid):
+def choose_decoding(config, translator, valid):
     """Sets the eager translator's source padding injection (`--source-padding-injection`)
     before the test evaluation and the export; returns its results entry.
 
     "valid" picks the value with the best BLEU on the valid split's first
-    `valid_sentences` pairs (`export.choose_source_padding_injection`, the
-    paper's choice on the development set) with the test evaluation's search.
+    `valid_sentences` pairs (`evaluation.source_padding.choose_source_padding_injection`,
+    the paper's choice on the development set) with the test evaluation's
+    search. The run's `translator` is retraced for the rules it ends with.
     """
     setting = str(config.source_padding_injection)
     if setting == "model":
         return {}
     if setting != "valid":
-        model.set_decoding(source_padding_injection=int(setting))
+        translator.model.set_decoding(source_padding_injection=int(setting))
+        translator.retrace()
         return {"source_padding_injection": {"chosen": int(setting), "by": "flag"}}
-    from keras_attn_zoo.export.source_padding import choose_source_padding_injection
+    from keras_attn_zoo.evaluation.source_padding import choose_source_padding_injection
 
     if not valid:
         raise SystemExit("--source-padding-injection valid needs a valid split.")
     pairs = valid[: config.valid_sentences] if config.valid_sentences else valid
     started = time.monotonic()
-    choice = choose_source_padding_injection(model, tokenizer, pairs,
+    choice = choose_source_padding_injection(translator, pairs,
                                              beam_size=config.beam_size,
                                              length_penalty=config.length_penalty)
     print(f"source padding injection: {choice['chosen']} (best valid BLEU on "
@@ -580,18 +587,17 @@ def choose_decoding(config, model, tokenizer, valid):
                                          "seconds": round(time.monotonic() - started, 1)}}
 
 
-def evaluate(config, model, tokenizer, test, split="test", translator=None):
+def evaluate(config, translator, test, split="test"):
     """BLEU/chrF and decoding speed on the `test` pairs (`{}` when there are none).
 
+    `translator`: the run's (`run_translator`), searching with its defaults;
     `split`: what the pairs are, for the printed line and the `<split>_pairs`
-    entry (`recipes/recipe_experiments.py` scores the valid split);
-    `translator`: the run's (`run_translator`; None: one is built).
+    entry (`recipes/recipe_experiments.py` scores the valid split).
     """
     if config.eval_limit is not None:
         test = test[: config.eval_limit]
     if not test:
         return {}
-    translator = translator or run_translator(config, model, tokenizer)
     started = time.monotonic()
     hypotheses = translator.translate_texts([s for s, _ in test])
     seconds = time.monotonic() - started
@@ -613,22 +619,21 @@ def evaluate(config, model, tokenizer, test, split="test", translator=None):
 # ---- export ---------------------------------------------------------------------------------
 
 
-def export(config, model, tokenizer, results, translator=None):
+def export(config, translator, results):
     """The SavedModel (unless `no_export`), the Keras model and `results.json`.
 
-    `translator`: the run's (`run_translator`), exported with its traced search;
-    None: the export builds one with the config's beam size and length penalty."""
+    `translator`: the run's (`run_translator`): the SavedModel is it, with the
+    search its evaluations traced; the Keras model is its model."""
     from keras_attn_zoo.export import export_saved_model
 
     output_dir, _, export_base = config.paths
+    model = translator.model
     if not config.no_export:
         card = {k: results.get(k) for k in (
             "model", "preset", "model_options", "data", "direction", "bleu", "chrf",
             "sacrebleu_signature", "params")}
-        path = export_saved_model(translator or model, tokenizer, export_base,
-                                  name=config.run_name,
-                                  model_card=card, beam_size=config.beam_size,
-                                  length_penalty=config.length_penalty)
+        path = export_saved_model(translator, export_base, name=config.run_name,
+                                  model_card=card)
         results["export_path"] = str(path)
     # The Keras model too: per-layer analyses (recipes/analyze.py --keras-model)
     # need every layer, the SavedModel keeps one alignment. Saved under a
@@ -740,15 +745,10 @@ def training_run(config, machine=None):
     if curve is not None:
         results.update(learning_curve_outputs(config, curve.points(), stopper))
     results.update(final_weights(config, model, optimizer, stopper))
-    decoding = choose_decoding(config, model, tokenizer, corpus.valid)
-    if decoding:
-        # The model decodes by other rules now, which the run's Translator
-        # traced before: the test evaluation and the export get a fresh one.
-        translator = run_translator(config, model, tokenizer)
-    results.update(decoding)
-    results.update(evaluate(config, model, tokenizer, corpus.test, translator=translator))
+    results.update(choose_decoding(config, translator, corpus.valid))
+    results.update(evaluate(config, translator, corpus.test))
     results["machine"] = dict(machine, load_average_at_end=load_average())
-    return export(config, model, tokenizer, results, translator=translator)
+    return export(config, translator, results)
 
 
 def load_average():

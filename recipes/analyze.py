@@ -188,17 +188,15 @@ class AnalysisModel:
         if self.saved is not None:
             signature = self.saved.signatures["translate_with_options"]
             return lambda texts: signature(text=tf.constant(texts), **options)
-        if self.keras.extra_token_count:  # ids beyond the pieces (eager): text only
-            from keras_attn_zoo.training.callbacks import text_translator
+        from keras_attn_zoo.inference import Translator
 
-            translate = text_translator(self.keras, str(self.vocab_path), self.beam_size,
-                                        self.length_penalty)
-            return lambda texts: {"translation": [t.encode() for t in translate(texts)]}
-        from keras_attn_zoo.export import Translator
-
+        # The analysis' one inference object, whichever way it is called below.
         translator = Translator(self.keras, str(self.vocab_path), beam_size=self.beam_size,
                                 length_penalty=self.length_penalty)
         self.max_input_length = translator.max_input_length
+        if self.keras.extra_token_count:  # ids beyond the pieces (eager): text only
+            return lambda texts: {"translation": [
+                t.encode() for t in translator.translate_texts(list(texts), batch_size=32)]}
         return lambda texts: translator.translate_with_options(
             tf.constant(texts), *options.values())
 

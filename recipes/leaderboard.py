@@ -5,10 +5,18 @@ Each cell is one (model, seed): the model (a ``MODEL_VARIANTS`` name: transforme
 RAN-E, RAN-D, RAN-ALL, GMM, weighted, HC-SA, Syn-R, RNNsearch, eager) trained by
 ``keras_attn_zoo.workflow.training_run`` - the code behind ``recipes/train_wmt.py``, so
 every ``train_wmt.py`` flag works here and means the same - with the same data,
-SentencePiece vocabulary (trained once), recipe and budget for every model. The
-budget is a number of steps (``--steps``, default 2000: where the Transformer's dev
-BLEU has stopped rising steeply on Ding, see docs/leaderboard.md) or minutes
-(``--budget-minutes``). Then the cell
+SentencePiece vocabulary (trained once), recipe and caps for every model.
+
+Two protocols (``--protocol``). ``converge`` (the default, issue 33): every cell
+trains to convergence with early stopping on the valid split (train_wmt's
+``--valid-every``/``--patience``/``--valid-metric``, greedy on every valid sentence;
+the best checkpoint is scored), under the same cap for every model in steps
+(``--steps``, default 12000) and in training wall time (``--cap-minutes``, default
+240). The cell records why it stopped (``stop_reason``: converged, max_steps or
+time_budget) and its ``best_step``; a cell stopped at a cap is reported "untested:
+not converged" by the claims (`claims.engine`). ``fixed``: the committed 2,000-step
+table's protocol (``--steps`` steps, or ``--budget-minutes``, the last weights, no
+early stopping). Then the cell
 
 1. translates the whole test split with the same beam search for every model
    (``Translator``, train_wmt's ``--beam-size``/``--length-penalty``), keeps the
@@ -16,23 +24,31 @@ BLEU has stopped rising steeply on Ding, see docs/leaderboard.md) or minutes
 2. times decoding of the trained model: sentences/s and source tokens/s at batch 100,
    beam 4 (``--decode-batch``/``--decode-beam``), the output ending at EOS as in use;
 3. probes it for its paper's claim (``keras_attn_zoo.evaluation.claims.probe_model``:
-   cross-attention entropy, GMM gates, kappa/alpha, RAN matrices, AER against eflomal);
+   cross-attention entropy, GMM gates, kappa/alpha, RAN matrices, AER against the
+   table's gold links: eflomal's, aligned once into ``gold-links-*.json`` beside the
+   results directories and read by every cell);
 4. writes ``<results-dir>/<model>/seed<N>/cell.json``. When the Transformer cell of
    the same seed exists, the paired bootstrap of the two systems' translations of the
-   same sentences (sacreBLEU, 1,000 resamples) is added to the cell.
+   same sentences (sacreBLEU, 1,000 resamples) is added to the cell, and for GMM the
+   same comparison on the longest tenth of the test split (signed bootstrap).
 
 A rerun skips finished cells, evaluates a trained one and resumes a killed one from
 its checkpoint, so the table fills over several sessions. The table, the claims'
 verdicts and the plots (``leaderboard.md``/``.json``, ``bleu_vs_params.png``,
 ``bleu_vs_decode_speed.png``, ``learning_curves.png``) are regenerated from the cell
 files alone (``--report-only``); ``--readme docs/leaderboard.md`` also rewrites that
-page's generated leaderboard section (any markdown file with the markers). ``--retime-decoding`` times finished cells' decoding
-against speed peers trained after them, in one process, as a cell would have.
+page's generated leaderboard section (any markdown file with the markers).
+``--time-seeds`` times the decoding of every model of a seed in one process, round
+by round, with the scored models (``speed-seed<N>.json``; the speed claims read it);
+``--retime-decoding`` times finished cells' decoding against speed peers trained
+after them, in one process, as a cell would have.
 
 Usage:
     python recipes/leaderboard.py                                 # 10 models x 3 seeds
     python recipes/leaderboard.py --models transformer,RAN-D --seeds 0
-    python recipes/leaderboard.py --report-only --readme docs/leaderboard.md
+    python recipes/leaderboard.py --report-only --protocol fixed --steps 2000 \\
+        --readme docs/leaderboard.md          # the committed 2,000-step table
+    python recipes/leaderboard.py --time-seeds --seeds 0      # every model of seed 0
     python recipes/leaderboard.py --quick --preset tiny --data files \\
         --train-src train.de --train-tgt train.en --test-src test.de \\
         --test-tgt test.en --steps 2 --vocab-size 150
@@ -67,6 +83,12 @@ VARIANT_FLAGS = {
     "eager": ["--eager-aligned-batching"],
 }
 QUICK_DEFAULTS = ["--vocab-size", "2000", "--eval-limit", "100"]
+PROTOCOLS = ("converge", "fixed")
+# The converged table's caps, the same for every model: the Transformer's dev BLEU
+# peaked near step 5,000 (issue 31) and the recipe search caps at 12,000 steps.
+CONVERGE_STEPS = 12000
+CONVERGE_MINUTES = 240.0
+FIXED_STEPS = 2000
 # Source-length buckets (words) of the BLEU-by-length column; the last is the
 # "longest bucket" of the GMM claim (Ding's test sentences: 1-50 words, most under 15).
 LENGTH_BOUNDARIES = (5, 10, 15, 20)
@@ -86,10 +108,20 @@ def parse_args(argv=None):
                         help=f"comma-separated model names (default: all of "
                              f"{', '.join(MODEL_VARIANTS)})")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
+    parser.add_argument("--protocol", choices=PROTOCOLS, default="converge",
+                        help="converge: early stopping on the valid split under a cap "
+                             "(default); fixed: a fixed budget, the last weights (the "
+                             "committed 2,000-step table)")
     budget = parser.add_mutually_exclusive_group()
-    budget.add_argument("--steps", type=int, help="training steps per cell (default 2000)")
+    budget.add_argument("--steps", type=int,
+                        help=f"converge: the step cap of every cell (default "
+                             f"{CONVERGE_STEPS}); fixed: the steps per cell (default "
+                             f"{FIXED_STEPS})")
     budget.add_argument("--budget-minutes", type=float,
-                        help="training minutes per cell instead of a step budget")
+                        help="fixed: training minutes per cell instead of a step budget")
+    parser.add_argument("--cap-minutes", type=float, default=CONVERGE_MINUTES,
+                        help=f"converge: the training wall-time cap of every cell "
+                             f"(default {CONVERGE_MINUTES:g})")
     parser.add_argument("--model-options", default="",
                         help="builder options added to every model's (key=value;...)")
     parser.add_argument("--preset", default="small")
@@ -111,6 +143,14 @@ def parse_args(argv=None):
                         help="train nothing: the table, verdicts and plots from the cells")
     parser.add_argument("--readme", help="also rewrite the generated leaderboard section of this markdown "
                              "file (docs/leaderboard.md)")
+    parser.add_argument("--align-gold", action="store_true",
+                        help="train nothing: align the probed test sentences once into the "
+                             "table's gold links file (gold-links-*.json beside the results "
+                             "directories; commit it), or check the one there")
+    parser.add_argument("--time-seeds", action="store_true",
+                        help="train nothing: time the decoding of every model of each "
+                             "seed in one process, round by round, with the scored "
+                             "models (speed-seed<N>.json); then the report")
     parser.add_argument("--retime-decoding", action="store_true",
                         help="train nothing: time finished cells' decoding against the "
                              "speed peers (Transformer, RNNsearch) they were not timed "
@@ -129,13 +169,22 @@ def parse_args(argv=None):
         parser.error(f"--seeds wants integers joined by commas, got {args.seeds!r}")
     if not args.seeds:
         parser.error("--seeds is empty")
+    if args.protocol == "converge" and args.budget_minutes is not None:
+        parser.error("--budget-minutes is the fixed protocol's; converge caps the wall "
+                     "time with --cap-minutes")
     if args.steps is None and args.budget_minutes is None:
-        args.steps = 2000
+        args.steps = CONVERGE_STEPS if args.protocol == "converge" else FIXED_STEPS
     if args.steps is not None and args.steps < 1:
         parser.error("--steps must be at least 1")
-    args.budget = (f"{args.steps} steps" if args.steps is not None
-                   else f"{args.budget_minutes:g} min")
-    tag = f"{args.preset}-{args.budget.replace(' ', '')}"
+    if args.cap_minutes <= 0:
+        parser.error("--cap-minutes must be > 0")
+    if args.protocol == "converge":
+        args.budget = (f"to convergence, cap {args.steps} steps / {args.cap_minutes:g} min")
+        tag = f"{args.preset}-converge-{args.steps}steps-{args.cap_minutes:g}min"
+    else:
+        args.budget = (f"{args.steps} steps" if args.steps is not None
+                       else f"{args.budget_minutes:g} min")
+        tag = f"{args.preset}-{args.budget.replace(' ', '')}"
     args.output_dir = pathlib.Path(args.output_dir or REPO / "runs" / "leaderboard" / tag)
     args.results_dir = pathlib.Path(
         args.results_dir or REPO / "benchmarks" / "results" / "leaderboard" / tag)
@@ -165,8 +214,12 @@ def cell_config(args, model, seed):
     builder, options = MODEL_VARIANTS[model]
     model_options = ";".join(filter(None, [
         ";".join(f"{key}={value}" for key, value in options.items()), args.model_options]))
-    budget = (["--max-steps", str(args.steps)] if args.steps is not None
-              else ["--time-budget-minutes", str(args.budget_minutes)])
+    if args.protocol == "converge":  # both caps: whichever comes first stops the cell
+        budget = ["--max-steps", str(args.steps), "--time-budget-minutes",
+                  str(args.cap_minutes)]
+    else:
+        budget = (["--max-steps", str(args.steps)] if args.steps is not None
+                  else ["--time-budget-minutes", str(args.budget_minutes)])
     argv = ["--model", builder, "--model-options", model_options, "--preset", args.preset,
             "--seed", str(seed), "--output-dir", str(cell_dir(args.output_dir, model, seed)),
             "--name", f"leaderboard-{model}-seed{seed}", "--no-export", "--quiet",
@@ -189,6 +242,16 @@ def shared_vocabulary(args, config):
     return path
 
 
+def remaining_cap_minutes(run_dir, cap_minutes):
+    """The wall-time cap left to a cell: the cap less the training clock of the
+    sessions before (`curve.clock_seconds`), so that a cell resumed over several
+    sessions gets the same cap as one trained in one. A cell at its cap already
+    trains one more step and stops (a budget must be positive)."""
+    from keras_attn_zoo.training.curve import clock_seconds
+
+    return max(cap_minutes - clock_seconds(run_dir) / 60.0, 1e-3)
+
+
 def train(args, config):
     """The run's results: trained now (or resumed), or read back when it finished before."""
     from keras_attn_zoo.workflow import training_run
@@ -203,11 +266,16 @@ def train(args, config):
     if not (run_dir / "vocab.model").exists():
         shutil.copyfile(vocabulary, run_dir / "vocab.model")
     # The test split is translated once, by `evaluate`, with the model.keras written.
-    # The committed table's protocol: a fixed number of steps, the last weights,
-    # the dev monitor's curve (no early stopping, which would make new cells
-    # incomparable with it; the converged table is issue 33's).
-    return training_run(dataclasses.replace(config, eval_limit=0, valid_every=0),
-                        machine=machine_speed())
+    # converge: early stopping on the valid split, the best weights; fixed (the
+    # committed table's protocol): the last weights, the dev monitor's curve.
+    if args.protocol == "fixed":
+        config = dataclasses.replace(config, valid_every=0)
+    elif not config.valid_every:
+        raise SystemExit("--protocol converge needs early stopping: --valid-every >= 1.")
+    else:
+        config = dataclasses.replace(config, time_budget_minutes=remaining_cap_minutes(
+            run_dir, args.cap_minutes))
+    return training_run(dataclasses.replace(config, eval_limit=0), machine=machine_speed())
 
 
 def references_digest(references):
@@ -241,15 +309,14 @@ def trained_translator(args, model_name, seed):
     import keras
 
     from keras_attn_zoo.data.vocabulary import load_tokenizer
-    from keras_attn_zoo.export import Translator
+    from keras_attn_zoo.workflow import run_translator
 
     run_dir = cell_dir(args.output_dir, model_name, seed)
     if not (run_dir / "model.keras").exists():
         return None
-    config = cell_config(args, model_name, seed)
-    return Translator(keras.saving.load_model(run_dir / "model.keras"),
-                      load_tokenizer(run_dir / "vocab.model"), beam_size=config.beam_size,
-                      length_penalty=config.length_penalty)
+    return run_translator(cell_config(args, model_name, seed),
+                          keras.saving.load_model(run_dir / "model.keras"),
+                          load_tokenizer(run_dir / "vocab.model"))
 
 
 def speed_peers(args, model_name, seed, names=SPEED_PEERS):
@@ -262,6 +329,25 @@ def speed_peers(args, model_name, seed, names=SPEED_PEERS):
     return peers
 
 
+def timed_rounds(searches, repeats):
+    """`({name: median seconds}, {name: lengths})` of the searches `{name: (call,
+    translations)}`, timed round by round: each round calls every search once, the
+    order rotated by one each round (no search always runs first, after the same
+    one), so that a change of the machine's load falls on all of them alike."""
+    import numpy as np
+
+    names = list(searches)
+    times = {name: [] for name in names}
+    lengths = {}
+    for round_number in range(max(repeats, 1)):
+        shift = round_number % len(names)
+        for name in names[shift:] + names[:shift]:
+            started = time.perf_counter()
+            lengths[name] = searches[name][0]()
+            times[name].append(time.perf_counter() - started)
+    return {name: float(np.median(values)) for name, values in times.items()}, lengths
+
+
 def decoding_speed(args, translator, tokenizer, sources, length_penalty, peers=None):
     """Sentences/s and tokens/s of the traced beam search at `--decode-batch`.
 
@@ -269,7 +355,6 @@ def decoding_speed(args, translator, tokenizer, sources, length_penalty, peers=N
     (median over `--decode-repeats` rounds each); their ratios go under
     `decode_versus`. Returns `(row, {name or None: translations of the batch})`.
     """
-    import numpy as np
     import tensorflow as tf
 
     batch = [sources[i % len(sources)] for i in range(args.decode_batch)]
@@ -280,14 +365,7 @@ def decoding_speed(args, translator, tokenizer, sources, length_penalty, peers=N
     searches = {None: _timed_search(translator, text, args, length_penalty)}
     for name, peer in (peers or {}).items():
         searches[name] = _timed_search(peer, text, args, peer.length_penalty)
-    times = {name: [] for name in searches}
-    lengths = {}
-    for _ in range(max(args.decode_repeats, 1)):
-        for name, (call, _) in searches.items():
-            started = time.perf_counter()
-            lengths[name] = call()
-            times[name].append(time.perf_counter() - started)
-    seconds = {name: float(np.median(values)) for name, values in times.items()}
+    seconds, lengths = timed_rounds(searches, args.decode_repeats)
     own = seconds.pop(None)
     translations = {name: first for name, (_, first) in searches.items()}
     row = {"decode_sentences_per_second": round(args.decode_batch / own, 2),
@@ -305,16 +383,55 @@ def decoding_speed(args, translator, tokenizer, sources, length_penalty, peers=N
     return row, translations
 
 
-def test_links(args, corpus, test):
-    """eflomal's word links of the test pairs (aligned with the training pairs), or None."""
-    from keras_attn_zoo.evaluation import claims
+def gold_links_path(args, config, test):
+    """Where the table's gold links live: beside the tables' results directories,
+    named by the data and the probed test pairs, shared by every protocol and preset."""
+    from keras_attn_zoo.evaluation.claims.probes import PROBED_PAIRS
+    from keras_attn_zoo.evaluation.claims.probes import pairs_digest
 
+    probed = list(test)[:PROBED_PAIRS]
+    data = config.data.replace(":", "-").replace("/", "-")
+    return args.results_dir.parent / (f"gold-links-{data}-test{len(probed)}-"
+                                      f"{pairs_digest(probed)[:8]}.json")
+
+
+def test_links(args, config, corpus, test):
+    """`(links, gold)`: the gold word links of the probed test pairs from the table's
+    gold links file (aligned by eflomal and written by the first cell that needs them,
+    then committed and read by every cell), and the entry a cell keeps to say which
+    file it was scored against; `(None, None)` without eflomal."""
+    from keras_attn_zoo.evaluation.claims.probes import gold_links_record
+    from keras_attn_zoo.evaluation.claims.probes import read_gold_links
+    from keras_attn_zoo.training.curve import write_atomically
+
+    path = gold_links_path(args, config, test)
+    if not path.exists():
+        try:
+            record = gold_links_record(corpus.train, test, args.output_dir / "eflomal-cache")
+        except ImportError as error:
+            print(f"  no AER: {error}", flush=True)
+            return None, None
+        path.parent.mkdir(parents=True, exist_ok=True)
+        write_atomically(path, json.dumps(record, indent=1, ensure_ascii=False) + "\n")
+        print(f"  gold links written once: {path} ({record['sure_links']} links)", flush=True)
     try:
-        return claims.align_test_with_eflomal(corpus.train, test,
-                                              args.output_dir / "eflomal-cache")
-    except ImportError as error:
-        print(f"  no AER: {error}", flush=True)
-        return None
+        record = read_gold_links(path, test)
+    except ValueError as error:
+        raise SystemExit(str(error)) from None
+    gold = {"file": path.name, "links_digest": record["links_digest"],
+            "sure_links": record["sure_links"]}
+    return record["links"], gold
+
+
+def align_gold(args):
+    """Writes (or checks) the table's gold links file, as the first cell would."""
+    from keras_attn_zoo.workflow import load_corpus
+
+    config = cell_config(args, args.models[0], args.seeds[0])
+    corpus = load_corpus(config)
+    test = corpus.test if config.eval_limit is None else corpus.test[:config.eval_limit]
+    _, gold = test_links(args, config, corpus, test)
+    print(f"gold links: {gold}")
 
 
 def evaluate(args, config, results, directory, model_name):
@@ -328,10 +445,10 @@ def evaluate(args, config, results, directory, model_name):
     from keras_attn_zoo.evaluation.analysis import length_buckets
     from keras_attn_zoo.evaluation.analysis import scores_by_bucket
     from keras_attn_zoo.evaluation.scores import corpus_scores
-    from keras_attn_zoo.export import Translator
     from keras_attn_zoo.training.callbacks import teacher_forcing_batch
     from keras_attn_zoo.training.curve import write_atomically
     from keras_attn_zoo.workflow import load_corpus
+    from keras_attn_zoo.workflow import run_translator
 
     run_dir = config.paths[0]
     model = keras.saving.load_model(run_dir / "model.keras")
@@ -341,8 +458,7 @@ def evaluate(args, config, results, directory, model_name):
     if not test:
         raise SystemExit("the leaderboard scores the test split: the data has none.")
     sources, references = [s for s, _ in test], [t for _, t in test]
-    translator = Translator(model, tokenizer, beam_size=config.beam_size,
-                            length_penalty=config.length_penalty)
+    translator = run_translator(config, model, tokenizer)
     started = time.monotonic()
     hypotheses = translator.translate_texts(sources)
     row = corpus_scores(hypotheses, references)
@@ -357,11 +473,14 @@ def evaluate(args, config, results, directory, model_name):
                                    mtime=0))
     row.update(decoding_speed(args, translator, tokenizer, sources, config.length_penalty,
                               speed_peers(args, model_name, config.seed))[0])
-    links = test_links(args, corpus, test) if has_attention(model) else None
+    links, gold = (test_links(args, config, corpus, test) if has_attention(model)
+                   else (None, None))
     make_batch = functools.partial(teacher_forcing_batch, sentencepiece_processor(tokenizer))
     row["probes"] = claims.probe_model(model, tokenizer, test, directory / "probes",
                                        model_name=model_name, make_batch=make_batch,
                                        source_links=links)
+    if gold and "aer" in row["probes"]:
+        row["probes"]["aer"]["gold_links"] = gold  # every cell: the same file
     return row
 
 
@@ -381,6 +500,9 @@ def run_cell(args, model, seed):
     results = train(args, config)
     cell = {"model": model, "builder": config.model, "model_options": config.builder_options,
             "seed": seed, "preset": config.preset, "budget": args.budget,
+            "protocol": args.protocol,
+            "caps": ({"steps": args.steps, "minutes": args.cap_minutes}
+                     if args.protocol == "converge" else None),
             "date": datetime.datetime.now().isoformat(timespec="seconds"),
             "command": command_line(), "status": "ok",
             "config": {k: v for k, v in dataclasses.asdict(config).items()
@@ -388,7 +510,12 @@ def run_cell(args, model, seed):
     cell.update({key: results.get(key) for key in (
         "params", "steps", "train_seconds", "train_target_tokens_per_second", "final_loss",
         "data", "epochs_completed", "learning_curve", "machine", "epsilon_proportion",
-        "resumed_from_step", "training_clock_seconds")})
+        "resumed_from_step", "training_clock_seconds",
+        # Why training stopped (converged, max_steps, time_budget) and, with early
+        # stopping, the best evaluation (its weights are the ones scored).
+        "stop_reason", "best_step", "best_valid_bleu", "best_valid_chrf", "valid_curve",
+        "early_stopping")})
+    cell["converged"] = cell.get("stop_reason") == "converged"
     if results.get("epsilon_proportion") is not None:
         cell["eager"] = {"epsilon_share": results["epsilon_proportion"],
                          # {start pads: share}: the share falls as they grow
@@ -469,6 +596,83 @@ def retime_decoding(args):
             gc.collect()
 
 
+SPEED_FILE = "speed-seed{seed}.json"
+
+
+def time_seed(args):
+    """Times the decoding of every model of each seed in --seeds in one process, round
+    by round (`timed_rounds`), with the scored models themselves: each cell's
+    model.keras from its run dir, checked to translate the timed batch as its cell
+    did (`agreement_with_cell`; below 1.0 it is not the model the cell scored, and
+    its speed is kept apart). Writes `<results-dir>/speed-seed<N>.json` with the
+    machine's matmul rate and load before and after; the report's speed ratios come
+    from these files where they exist."""
+    import keras
+    import tensorflow as tf
+
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
+    from keras_attn_zoo.evaluation.claims.engine import BASELINE
+    from keras_attn_zoo.training.curve import write_atomically
+    from keras_attn_zoo.workflow import load_corpus
+
+    for seed in args.seeds:
+        translators, cells = {}, {}
+        for model in args.models:
+            path = cell_dir(args.results_dir, model, seed) / CELL_FILE
+            translator = trained_translator(args, model, seed) if path.exists() else None
+            if translator is None:
+                print(f"[{cell_name(model, seed)}] not timed: no cell or no model.keras",
+                      flush=True)
+                continue
+            translators[model] = translator
+            cells[model] = json.loads(path.read_text(encoding="utf-8"))
+        if not translators:
+            continue
+        first = next(iter(cells.values()))
+        config = cell_config(args, first["model"], seed)
+        sources = [s for s, _ in load_corpus(config).test[:first["test_pairs"]]]
+        batch = [sources[i % len(sources)] for i in range(args.decode_batch)]
+        tokenizer = load_tokenizer(config.paths[0] / "vocab.model")
+        pieces = tokenizer.tokenize(batch)
+        pieces = pieces.to_list() if hasattr(pieces, "to_list") else pieces
+        source_tokens = int(sum(len(ids) for ids in pieces))
+        text = tf.constant([s.encode("utf-8") for s in batch])
+        machine_before = machine_speed()
+        searches = {model: _timed_search(translator, text, args, translator.length_penalty)
+                    for model, translator in translators.items()}
+        seconds, lengths = timed_rounds(searches, args.decode_repeats)
+        entries = {}
+        for model, value in seconds.items():
+            agreement = _agreement(searches[model][1],
+                                   read_hypotheses(cell_dir(args.results_dir, model, seed)))
+            entries[model] = {"sentences_per_second": round(args.decode_batch / value, 2),
+                              "source_tokens_per_second": round(source_tokens / value, 1),
+                              "mean_target_length": round(float(lengths[model].mean()), 2),
+                              "agreement_with_cell": agreement}
+        if BASELINE in seconds:
+            for model, entry in entries.items():
+                entry["ratio_to_transformer"] = round(seconds[BASELINE] / seconds[model], 4)
+        record = {"seed": seed, "date": datetime.datetime.now().isoformat(timespec="seconds"),
+                  "command": command_line(), "batch": args.decode_batch,
+                  "beam": args.decode_beam, "rounds": max(args.decode_repeats, 1),
+                  "source_tokens": source_tokens, "machine_before": machine_before,
+                  "machine_after": machine_speed(), "models": entries}
+        path = args.results_dir / SPEED_FILE.format(seed=seed)
+        write_atomically(path, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
+        print(f"seed {seed}: {len(entries)} models timed together -> {path}", flush=True)
+        keras.backend.clear_session()
+        gc.collect()
+
+
+def load_speed_records(results_dir):
+    """`{seed: record}` of the `time_seed` files in `results_dir`."""
+    records = {}
+    for path in sorted(pathlib.Path(results_dir).glob(SPEED_FILE.format(seed="*"))):
+        record = json.loads(path.read_text(encoding="utf-8"))
+        records[record["seed"]] = {**record, "file": path.name}
+    return records
+
+
 # ---- the paired tests -------------------------------------------------------------------------
 
 
@@ -522,17 +726,81 @@ def add_paired_tests(args, cells, references=None):
     return references
 
 
-def test_references(args, cell):
-    """The test references of a cell's run, as the cell translated them."""
+def test_pairs_of(args, cell):
+    """The test `(source, reference)` pairs of a cell's run, as the cell translated them."""
     from keras_attn_zoo.workflow import load_corpus
 
     config = cell_config(args, cell["model"], cell["seed"])
     test = load_corpus(config).test
-    limit = cell.get("test_pairs", len(test))
-    return [t for _, t in test[:limit]]
+    return list(test[:cell.get("test_pairs", len(test))])
+
+
+def test_references(args, cell):
+    """The test references of a cell's run, as the cell translated them."""
+    return [t for _, t in test_pairs_of(args, cell)]
+
+
+# The models whose claims read BLEU on the longest sentences (GMM, Figure 7).
+LONGEST_DECILE_MODELS = ("GMM",)
+
+
+def add_longest_decile(args, cells, pairs=None):
+    """Adds `longest_decile_versus_transformer` to the cells of
+    `LONGEST_DECILE_MODELS` lacking it: BLEU of the cell and the Transformer of the
+    same seed on the longest tenth of the test split by source words
+    (`significance.longest_share`), with the signed paired bootstrap each way
+    (`significance.subset_comparison`). Returns the test pairs (loaded once)."""
+    from keras_attn_zoo.evaluation.claims.engine import BASELINE
+    from keras_attn_zoo.evaluation.significance import longest_share
+    from keras_attn_zoo.evaluation.significance import subset_comparison
+    from keras_attn_zoo.training.curve import write_atomically
+
+    baselines = {c["seed"]: c for c in cells if c["model"] == BASELINE}
+    for cell in cells:
+        baseline = baselines.get(cell["seed"])
+        if (cell["model"] not in LONGEST_DECILE_MODELS or baseline is None
+                or "longest_decile_versus_transformer" in cell
+                or cell.get("test_references") != baseline.get("test_references")):
+            continue
+        pairs = test_pairs_of(args, cell) if pairs is None else pairs
+        references = [t for _, t in pairs]
+        if references_digest(references) != cell["test_references"]:
+            continue
+        indices, shortest = longest_share([len(s.split()) for s, _ in pairs])
+        cell["longest_decile_versus_transformer"] = {
+            **subset_comparison(read_hypotheses(baseline["_dir"]),
+                                read_hypotheses(cell["_dir"]), references, indices),
+            "min_source_words": shortest,
+            "method": "longest tenth of the test split by source words; Koehn's signed "
+                      "paired bootstrap, 1000 resamples, seed 12345"}
+        stored = {k: v for k, v in cell.items() if k != "_dir"}
+        write_atomically(cell["_dir"] / CELL_FILE,
+                         json.dumps(stored, indent=2, ensure_ascii=False) + "\n")
+    return pairs
 
 
 # ---- the report: keras_attn_zoo.evaluation.leaderboard, written here ---------------------------
+
+
+# The ε share of the Ding training targets by start pads (benchmarks/eager_epsilon_share.py):
+# a property of the data, read by the ε claim where the eager cells lack it.
+EPSILON_SHARE_FILE = REPO / "benchmarks" / "results" / "eager_epsilon_share-2026-11-25.json"
+
+
+def data_properties(args, cells):
+    """What the claims read besides the cells: the seeds' decoding timings
+    (`time_seed`'s files) and the ε share of the data (`EPSILON_SHARE_FILE`, when
+    the cells trained on its data and vocabulary size)."""
+    properties = {"speed": load_speed_records(args.results_dir)}
+    eager = [c for c in cells if c["model"] == "eager"]
+    if eager and EPSILON_SHARE_FILE.exists():
+        record = json.loads(EPSILON_SHARE_FILE.read_text(encoding="utf-8"))
+        config = eager[0].get("config") or {}
+        if (config.get("data") == record["data"].split(":")[0]
+                and config.get("vocab_size") == record["vocab_size"]):
+            properties["epsilon_share"] = {**record,
+                                           "source": shown_path(EPSILON_SHARE_FILE).as_posix()}
+    return properties
 
 
 def shown_path(results_dir):
@@ -561,10 +829,12 @@ def report(args, cells=None):
     if not cells:
         raise SystemExit(f"no finished cell in {args.results_dir}.")
     add_paired_tests(args, cells)
+    add_longest_decile(args, cells)
+    properties = data_properties(args, cells)
     order = [m for m in MODEL_VARIANTS if any(c["model"] == m for c in cells)]
-    rows = aggregate(cells, order)
+    rows = aggregate(cells, order, properties["speed"])
     stored = [{k: v for k, v in c.items() if k != "_dir"} for c in cells]
-    verdicts = claims.claim_verdicts(stored)
+    verdicts = claims.claim_verdicts(stored, properties)
     files = write_plots(args.results_dir, cells, rows)
     settings, machines = settings_of(cells), machines_of(cells)
     settings["budget_evidence"] = budget_evidence(stored)
@@ -599,7 +869,12 @@ def command_line():
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.retime_decoding:
+    if args.align_gold:
+        align_gold(args)
+        return
+    if args.time_seeds:
+        time_seed(args)
+    elif args.retime_decoding:
         retime_decoding(args)
     elif not args.report_only:
         import keras

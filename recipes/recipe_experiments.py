@@ -30,6 +30,7 @@ every cell (e.g. `--base preset=tiny --base data=files --base train_src=...`).
 """
 
 import argparse
+import collections
 import dataclasses
 import datetime
 import importlib.util
@@ -74,6 +75,12 @@ def every_tenth_of_the_steps(steps):
     return max(1, steps // 10)
 
 
+# The low-resource literature's starting point for ~16k pairs (Sennrich & Zhang
+# 2019; Araabi & Monz 2020): a small vocabulary, heavy dropout in every place,
+# word dropout; judged at convergence (issue 31).
+LOW_RESOURCE = {"vocab_size": 4000, "word_dropout": 0.1, "model_options":
+                "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"}
+
 # name -> RunConfig overrides relative to the default. A value may be a function of
 # the step budget (resolved when the cell runs). One change per cell; a combination
 # is one more entry (or `--extra-cell NAME=JSON`).
@@ -97,11 +104,13 @@ CELLS = {
     "ema-0.999": {"ema_momentum": 0.999},
     "dictionary-all": {"data": "ding:all"},
     "batch-3000": {"batch_tokens": 3000},
-    # The low-resource literature's starting point for ~16k pairs (Sennrich &
-    # Zhang 2019; Araabi & Monz 2020): a small vocabulary, heavy dropout in
-    # every place, word dropout; judged at convergence (issue 31).
-    "low-resource": {"vocab_size": 4000, "word_dropout": 0.1, "model_options":
-                     "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"},
+    "low-resource": LOW_RESOURCE,
+    # One change at a time around it, at convergence (issue 31).
+    "low-resource-bf16": {**LOW_RESOURCE, "mixed_precision": "bf16"},
+    "low-resource-vocab-2000": {**LOW_RESOURCE, "vocab_size": 2000},
+    "low-resource-label-smoothing-0.2": {**LOW_RESOURCE, "label_smoothing": 0.2},
+    "low-resource-3-layers": {**LOW_RESOURCE, "model_options": LOW_RESOURCE[
+        "model_options"] + ";num_encoder_layers=3;num_decoder_layers=3"},
 }
 
 # What the runner sets itself: the budget, the seed, where the run lives, and
@@ -201,9 +210,11 @@ def train_and_score_valid(config):
                          "(--base valid_src=... --base valid_tgt=... with --data files).")
     strategy = select_strategy(config.strategy)
     model, optimizer = workflow.build(config, tokenizer, strategy)
-    stopper = workflow.early_stopping(config, model, tokenizer, corpus.valid)
+    translator = workflow.run_translator(config, model, tokenizer)  # the cell's one
+    stopper = workflow.early_stopping(config, model, tokenizer, corpus.valid, translator)
     monitors = ([stopper] if stopper else []) + workflow.default_monitors(
-        config, model, tokenizer, corpus.valid, dev_translation=stopper is None)
+        config, model, tokenizer, corpus.valid, dev_translation=stopper is None,
+        translator=translator)
     recorder = LearningCurve(monitors, output_dir, config.checkpoint_every)
     recorder.begin()  # the training data's preparation counts, as in the budget
     summary, training_data = workflow.train(config, model, optimizer, strategy, corpus,
@@ -234,13 +245,13 @@ def train_and_score_valid(config):
     if stopper is not None:
         record.update(stopper.summary())
     record.update(workflow.final_weights(config, model, optimizer, stopper))
-    scores = workflow.evaluate(config, model, tokenizer, corpus.valid, split="valid")
+    scores = workflow.evaluate(config, translator, corpus.valid, split="valid")
     scores.pop("examples", None)
     record["valid"] = scores
     record["learning_curve"] = read_curve(output_dir / "curve.jsonl")
     record["load_average_at_end"] = common.load_average()
     record["wall_seconds"] = round(time.monotonic() - started, 1)
-    return workflow.export(config, model, tokenizer, record)
+    return workflow.export(config, translator, record)
 
 
 def run_cell(cell, overrides, args, base, machine):
@@ -309,7 +320,8 @@ def score_test(cell, args):
 
     tokenizer = load_tokenizer(output_dir / "vocab.model")
     model = keras.saving.load_model(model_path)
-    scores = workflow.evaluate(config, model, tokenizer, corpus.test, split="test")
+    scores = workflow.evaluate(config, workflow.run_translator(config, model, tokenizer),
+                               corpus.test, split="test")
     result = {"cell": cell, "seed": args.seed, "steps_budget": args.steps, "split": "test",
               "model": str(model_path),
               "date": datetime.datetime.now().isoformat(timespec="seconds"), **scores}
@@ -401,16 +413,21 @@ def write_plot(results_dir, path=None):
     from keras_attn_zoo.evaluation.plots import plot_learning_curves
 
     curves = {}
-    for r in load_results(results_dir):
+    results = load_results(results_dir)
+    runs_of = collections.Counter((r["cell"], r.get("seed", 0)) for r in results)
+    for r in results:
         label = r["cell"] + ("" if r.get("seed", 0) == 0 else f" seed {r['seed']}")
+        if runs_of[r["cell"], r.get("seed", 0)] > 1:  # the same cell under two caps
+            label += f" (cap {r.get('steps_budget')})"
         points = list(r.get("learning_curve") or [])
         minutes = None if r.get("train_seconds") is None else r["train_seconds"] / 60
         points.append({"step": r.get("steps"), "minutes": minutes,
                        "bleu": r["valid"].get("bleu"), "chrf": r["valid"].get("chrf")})
         curves[label] = points
     path = pathlib.Path(path or pathlib.Path(results_dir) / "learning_curves.png")
-    plot_learning_curves(curves, path, title="dev BLEU (first 100 valid sentences during "
-                                             "training; last point: all of them)")
+    plot_learning_curves(curves, path, title="dev BLEU during training (2,000-step cells: first "
+                                             "100 valid sentences; converged cells: all 1,200, "
+                                             "greedy); last point: beam 4 on all of them")
     print(f"plot: {path}")
     return path
 

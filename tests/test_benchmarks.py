@@ -287,6 +287,21 @@ def test_epoch_stalls_finds_the_stalled_window_of_a_run(tmp_path):
 
 
 @pytest.mark.benchmark_smoke
+def test_decode_loop_smoke(smokes):
+    """This checkout against itself in two workers: the same outputs of every
+    search, alternated timings."""
+    stdout, results = run_smoke(smokes, "decode_loop")
+    assert [row["search"] for row in results["rows"]] == ["greedy", "sample", "beam4",
+                                                         "score"]
+    assert set(results["trees"].values()) == {str(REPO / "keras_attn_zoo")}
+    for row in results["rows"]:
+        assert row["same_outputs"] is True
+        assert len(row["round_ratios"]) == results["repeats"]
+        assert row["this_seconds"] > 0 and row["baseline_seconds"] > 0
+    assert "this/base speed" in stdout
+
+
+@pytest.mark.benchmark_smoke
 def test_rnn_throughput_smoke(smokes):
     """This checkout against itself in two workers: the same losses, alternated timings,
     a profile of each model's step."""

@@ -108,7 +108,15 @@ def test_a_resumed_epoch_neither_repeats_nor_skips_a_pair(corpus_on_disk, tiny_t
     assert collections.Counter(seen) == collections.Counter(kept)
 
 
-def test_mismatched_line_counts_name_both_files_without_loading_them(tmp_path):
+def stream_error(files, chunk_size=4096):
+    """The message of the error the files' stream stops with."""
+    with pytest.raises(tf.errors.InvalidArgumentError) as raised:
+        for _ in files.text_chunks_dataset(chunk_size).as_numpy_iterator():
+            pass
+    return str(raised.value)
+
+
+def test_mismatched_line_counts_name_both_files_as_the_stream_goes(tmp_path):
     good_source, good_target = tmp_path / "a.de", tmp_path / "a.en"
     good_source.write_text("Eins.\nZwei.\n", encoding="utf-8")
     good_target.write_text("One.\nTwo.", encoding="utf-8")  # no final line end: 2 lines too
@@ -116,20 +124,32 @@ def test_mismatched_line_counts_name_both_files_without_loading_them(tmp_path):
     # Beyond one read block (1 MiB), so the counts come from more than one block.
     source.write_text("Ein Satz.\n" * 150_001, encoding="utf-8")
     target.write_text("A sentence.\n" * 150_000, encoding="utf-8")
-    with pytest.raises(ValueError) as raised:
-        zoo_data.open_parallel_files([good_source, source], [good_target, target])
-    message = str(raised.value)
+    files = zoo_data.open_parallel_files([good_source, source], [good_target, target])
+    # Opening reads nothing; the stream finds the mismatch where big.en ends (mid-chunk).
+    message = stream_error(files)
     assert "big.de has 150001" in message and "big.en has 150000" in message
+    with pytest.raises(ValueError, match="big.de has 150001, .*big.en has 150000"):
+        len(files)  # the counting pass says the same
+    # A source that ends at a chunk's end, its target one line later.
+    (tmp_path / "c.de").write_text("Satz.\n" * 8, encoding="utf-8")
+    (tmp_path / "c.en").write_text("Sentence.\n" * 9, encoding="utf-8")
+    message = stream_error(zoo_data.open_parallel_files(tmp_path / "c.de", tmp_path / "c.en"),
+                           chunk_size=4)
+    assert "c.de has 8" in message and "c.en has 9" in message
     with pytest.raises(ValueError, match="in pairs"):
         zoo_data.open_parallel_files([good_source, source], [good_target])
+    with pytest.raises(FileNotFoundError, match="missing.en"):
+        zoo_data.open_parallel_files(source, tmp_path / "missing.en")
 
 
 def test_invalid_utf8_names_the_line_beyond_the_first_block(tmp_path):
     source, target = tmp_path / "u.de", tmp_path / "u.en"
     source.write_bytes("Straße.\n".encode() * 200_000 + b"Stra\xdfe.\n")
     target.write_bytes(b"Street.\n" * 200_001)
+    files = zoo_data.open_parallel_files(source, target)
+    assert "u.de:200001: invalid UTF-8" in stream_error(files)
     with pytest.raises(ValueError, match=r"u\.de:200001: invalid UTF-8"):
-        zoo_data.open_parallel_files(source, target)
+        len(files)
 
 
 def test_reservoir_sample_is_seeded_uniform_and_chunking_blind():
@@ -193,3 +213,36 @@ def test_shard_policy_is_file_with_a_file_per_worker_else_data(corpus_on_disk, t
     assert halves[0] and halves[1] and not set(halves[0]) & set(halves[1])
     assert collections.Counter(halves[0] + halves[1]) == collections.Counter(
         list(files))
+
+
+def test_vocabulary_sample_of_big_files_is_seeded_spread_and_reads_real_lines(tmp_path):
+    # Two file pairs of unequal size, with the dirt of real corpora (a mark, padding, CR,
+    # empty lines): a sample of 200 texts of 4,000 lines is drawn without a pass over them.
+    lines = 4000
+    sources = [f"Satz {index}." if index % 97 else "" for index in range(lines)]
+    targets = [f"Sentence {index}." for index in range(lines)]
+    paths = []
+    for part, (start, stop) in enumerate(((0, 1300), (1300, lines))):
+        source, target = tmp_path / f"p{part}.de", tmp_path / f"p{part}.en"
+        source.write_bytes(("\ufeff" * (part == 0) + "".join(
+            f"  {text}\r\n" for text in sources[start:stop])).encode())
+        target.write_bytes("".join(f"{text}\n" for text in targets[start:stop]).encode())
+        paths.append((source, target))
+    files = open_files(paths)
+
+    sample = files.sample_texts(200, seed=1)
+    assert sample == files.sample_texts(200, seed=1) != files.sample_texts(200, seed=2)
+    german = [text for text in sample if text.startswith("Satz")]
+    english = [text for text in sample if text.startswith("Sentence")]
+    assert len(german) + len(english) == len(sample) and len(english) == 100
+    assert 90 <= len(german) <= 100  # empty lines left out
+    assert set(german) <= set(sources) and set(english) <= set(targets)
+    assert len(set(german)) == len(german) and len(set(english)) == len(english)
+    # Runs of lines from strata spread over the whole corpus, both files of a side: the first
+    # and the last stratum (by bytes; a line of the corpus is 1/4000 of it) among them.
+    strata = -(-100 // parallel._SAMPLE_RUN_LINES)
+    for texts in (german, english):
+        numbers = sorted(int(text.split()[1].rstrip(".")) for text in texts)
+        runs = 1 + sum(after - before > 2 for before, after in zip(numbers, numbers[1:]))
+        assert runs == strata, numbers
+        assert numbers[0] < lines / strata and numbers[-1] > lines * (strata - 1) / strata

@@ -17,7 +17,7 @@ from keras_attn_zoo.data.vocabulary import load_tokenizer
 from keras_attn_zoo.data.vocabulary import train_sentencepiece
 from keras_attn_zoo.data.vocabulary import vocabulary_size
 from keras_attn_zoo.evaluation.scores import corpus_scores
-from keras_attn_zoo.export.source_padding import choose_source_padding_injection
+from keras_attn_zoo.evaluation.source_padding import choose_source_padding_injection
 from keras_attn_zoo.export import Translator
 from keras_attn_zoo.models.eager import eager_translator
 from keras_attn_zoo.models.eager import eager_vocabulary_size
@@ -70,13 +70,14 @@ def test_copy_task_through_the_recipe_path_is_exact(tmp_path):
 
     # With P start pads an output holds at most n + N - P words: N = 0 cuts
     # the last word of every copy, so dev BLEU must choose N >= P.
-    choice = choose_source_padding_injection(model, tokenizer, dev,
+    # One translator throughout: retraced for each candidate, then for the choice.
+    translator = Translator(model, tokenizer, beam_size=2)
+    choice = choose_source_padding_injection(translator, dev,
                                              candidates=(0, 1, 2), beam_size=2)
     assert choice["by_value"][0]["length_ratio"] < 0.9, choice
     assert choice["chosen"] >= START_PADS, choice
     assert model.zoo_config["source_padding_injection"] == choice["chosen"]
-    translations = Translator(model, tokenizer, beam_size=2).translate_texts(
-        [s for s, _ in test])
+    translations = translator.translate_texts([s for s, _ in test])
     # A trained copy: most sentences exact, chrF near 100. Not all exact: at
     # this step a few 2-word copies stop one word early, and which ones moves
     # with the kernels' rounding (the two equal loss implementations of

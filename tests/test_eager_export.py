@@ -160,6 +160,28 @@ def test_translate_ids_output_has_no_eager_tokens(trained, sentencepiece, senten
         assert not alignment[row, length:].any()
 
 
+def test_retrace_takes_the_models_new_decoding_rules(trained, tokenizer, sentences):
+    """A trace holds the decoding rules it was made with: after ``set_decoding``
+    the run's one translator searches by the old rules until ``retrace()``."""
+    model, translator = trained
+    texts = sentences[:6]
+    before = model.zoo_config["source_padding_injection"]
+    old = translator.translate_texts(texts)
+    try:
+        # With N = 0 < START_PADS no source pad is injected: shorter outputs.
+        model.set_decoding(source_padding_injection=0)
+        assert translator.translate_texts(texts) == old
+        translator.retrace()
+        new = translator.translate_texts(texts)
+        assert new != old
+        assert new == Translator(model, tokenizer,
+                                 beam_size=BEAM["beam_size"]).translate_texts(texts)
+    finally:
+        model.set_decoding(source_padding_injection=before)
+        translator.retrace()
+    assert translator.translate_texts(texts) == old
+
+
 FRESH_LOAD_SCRIPT = FRESH_PROCESS_PRELUDE + textwrap.dedent(r"""
 
     path, sentences, source_ids = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
@@ -191,7 +213,7 @@ FRESH_LOAD_SCRIPT = FRESH_PROCESS_PRELUDE + textwrap.dedent(r"""
 
 def test_export_reloads_in_a_fresh_process(trained, sentencepiece, sentences, tmp_path):
     model, translator = trained
-    version_dir = export_saved_model(translator, None, tmp_path / "eager",
+    version_dir = export_saved_model(translator, tmp_path / "eager",
                                      model_card={"preset": "tiny"})
     card = json.loads((version_dir / "model_card.json").read_text())
     assert card["model_class"] == "EagerLSTMTranslator"

@@ -281,13 +281,13 @@ def test_versions_increment_and_failed_export_leaves_nothing(exported, tmp_path)
     base = tmp_path / "tiny-en-de"  # the shared export stays as it is
     shutil.copytree(shared_base / "1", base / "1")
     with pytest.raises(TypeError):
-        export_saved_model(translator, None, base, model_card={"bleu": object()})
+        export_saved_model(translator, base, model_card={"bleu": object()})
     assert existing_versions(base) == [1]
     assert sorted(p.name for p in base.iterdir()) == ["1"]
-    second = export_saved_model(translator, None, base)
+    second = export_saved_model(translator, base)
     assert second == base / "2" and existing_versions(base) == [1, 2]
     with pytest.raises(FileExistsError):
-        export_saved_model(translator, None, base, version=2)
+        export_saved_model(translator, base, version=2)
     assert sorted(p.name for p in base.iterdir()) == ["1", "2"]
 
 

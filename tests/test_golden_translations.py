@@ -59,9 +59,10 @@ def test_export_translates_byte_identically(tokenizer, tmp_path):
     import tensorflow_text  # noqa: F401
 
     from keras_attn_zoo.export import export_saved_model
+    from keras_attn_zoo.inference import Translator
 
     model = golden_model("transformer", tokenizer)
-    version_dir = export_saved_model(model, tokenizer, tmp_path / "transformer")
+    version_dir = export_saved_model(Translator(model, tokenizer), tmp_path / "transformer")
     loaded = tf.saved_model.load(str(version_dir))
     outputs = loaded.signatures["translate"](text=tf.constant(EXPECTED["sentences"]))
     translations = [text.decode("utf-8") for text in outputs["translation"].numpy()]

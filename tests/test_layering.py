@@ -15,7 +15,9 @@ PACKAGE = pathlib.Path(__file__).resolve().parents[1] / "keras_attn_zoo"
 README = PACKAGE.parent / "README.md"
 
 # Lower ranks know nothing of higher ones: data and layers know no model, models
-# know no search or trainer, the searches no exporter, the trainer no recipe.
+# know no search or trainer, the searches no translator, the translator no
+# exporter or trainer (the trainer's monitors take the run's translator from
+# `inference`, not from the exporter), the trainer no recipe.
 RANKS = {
     "runtime": 0,
     "data": 0,
@@ -23,11 +25,12 @@ RANKS = {
     "optimizers": 1,
     "models": 2,
     "decoding": 3,
-    "evaluation": 4,
-    "export": 5,
-    "training": 6,
-    "workflow": 7,
-    "cli": 8,
+    "inference": 4,
+    "evaluation": 5,
+    "export": 6,
+    "training": 7,
+    "workflow": 8,
+    "cli": 9,
 }
 
 

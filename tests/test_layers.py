@@ -13,18 +13,21 @@ layer, on tiny inputs,
 * ignores padded positions where it takes a mask: extra positions with junk
   values, masked out, change no output of the real positions;
 * honours the training flag: dropout only while training, inference
-  deterministic.
+  deterministic;
+* creates every weight in `build` (its sublayers' too): calling it adds none.
 
 Every public layer either has a case here or is a base class tested through
 its subclasses (`BASES`); a new layer without a case fails
-`test_every_public_layer_has_a_case`. Each `Example:` section of a layer's
-docstring is run too.
+`test_every_public_layer_has_a_case`. Each layer's docstring has keras-hub's
+sections (`Args:`, `Call arguments:`, `Examples:`), and its `Examples:` are
+run.
 """
 
 import dataclasses
 import doctest
 import inspect
 import json
+import re
 from typing import Callable, Optional
 
 import keras
@@ -79,6 +82,7 @@ class Case:
         itself is among them.
     float32_output: the first output stays float32 under mixed precision.
     has_dropout: training and inference differ.
+    build_shapes: what `build` takes; None: the shapes of `args`.
     """
 
     make: Callable
@@ -89,6 +93,7 @@ class Case:
     float32_output: bool = False
     has_dropout: bool = True
     pad: Optional[Callable] = None  # a custom padding (inputs) -> inputs
+    build_shapes: Optional[tuple] = None
 
 
 def _attention(cls, **extra):
@@ -153,7 +158,8 @@ CASES = {
     "RNNSearchDecoder": Case(
         lambda dtype=None: zoo_layers.RNNSearchDecoder(20, 8, 8, 8, dropout=0.5, dtype=dtype),
         (_ids(B, T), _floats(B, S, 16, seed=1), _mask(B, S)),
-        padded=("arg1", "arg2"), float32_output=True),
+        padded=("arg1", "arg2"), float32_output=True,
+        build_shapes=()),  # its sizes are all in its config
     "SharedEmbedding": Case(
         lambda dtype=None: zoo_layers.SharedEmbedding(20, D, dropout=0.5, dtype=dtype),
         (_ids(B, T),)),
@@ -301,12 +307,24 @@ def check_training_flag(case):
         _assert_same(training, inference, what="no dropout: training changes nothing")
 
 
+def check_build_creates_every_weight(case):
+    layer = case.make()
+    shapes = [value.shape for value in case.args] if case.build_shapes is None \
+        else case.build_shapes
+    layer.build(*shapes)
+    built = [variable.path for variable in layer.weights]
+    _call(layer, case, _inputs(case))
+    assert [variable.path for variable in layer.weights] == built, \
+        "the first call created weights that build did not"
+
+
 def run_layer_test(case, tmp_path):
     """Runs every check that applies to `case` (each asserts); returns their names."""
+    check_build_creates_every_weight(case)
     check_config_round_trip(case)
     check_keras_file_round_trip(case, tmp_path / "layer.keras")
     check_mixed_precision(case)
-    checks = ["config", "keras_file", "mixed_precision"]
+    checks = ["build", "config", "keras_file", "mixed_precision"]
     if case.padded is not None:
         check_masking(case)
         checks.append("masking")
@@ -317,7 +335,7 @@ def run_layer_test(case, tmp_path):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_layer(name, tmp_path):
     checks = run_layer_test(CASES[name], tmp_path)
-    assert {"config", "keras_file", "mixed_precision", "training_flag"} <= set(checks)
+    assert {"build", "config", "keras_file", "mixed_precision", "training_flag"} <= set(checks)
     assert ("masking" in checks) == (CASES[name].padded is not None)
 
 
@@ -328,6 +346,17 @@ def _public_layers():
 
 def test_every_public_layer_has_a_case():
     assert sorted(set(_public_layers()) - BASES) == sorted(CASES)
+
+
+@pytest.mark.parametrize("name", sorted(_public_layers()))
+def test_docstring_has_keras_hubs_sections(name):
+    doc = inspect.getdoc(_public_layers()[name])
+    for section in ("Call arguments:", "Examples:"):
+        assert f"\n{section}\n" in doc, f"{name} documents no {section}"
+    # The projected RNNs take keras.layers.GRU's / LSTM's constructor unchanged.
+    assert "\nArgs:\n" in doc or re.search(
+        r"Same arguments, weights and results as `keras\.layers\.\w+`", doc), \
+        f"{name} documents no Args:"
 
 
 @pytest.mark.parametrize("name", sorted(_public_layers()))

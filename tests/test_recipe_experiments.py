@@ -50,9 +50,9 @@ def one_cell(tmp_path_factory, corpus_files):
     evaluated, read = [], []
     evaluate, read_files = workflow.evaluate, zoo_data.read_parallel_files
 
-    def spy_evaluate(config, model, tokenizer, pairs, split="test"):
+    def spy_evaluate(config, translator, pairs, split="test"):
         evaluated.append((split, list(pairs)))
-        return evaluate(config, model, tokenizer, pairs, split=split)
+        return evaluate(config, translator, pairs, split=split)
 
     def spy_read(source, target, *args, **kwargs):
         read.append((str(source), str(target)))
@@ -116,9 +116,9 @@ def test_score_test_scores_the_test_split_once(one_cell, tiny_parallel_corpus,
     evaluated = []
     evaluate = workflow.evaluate
 
-    def spy_evaluate(config, model, tokenizer, pairs, split="test"):
+    def spy_evaluate(config, translator, pairs, split="test"):
         evaluated.append((split, list(pairs)))
-        return evaluate(config, model, tokenizer, pairs, split=split)
+        return evaluate(config, translator, pairs, split=split)
 
     monkeypatch.setattr(workflow, "evaluate", spy_evaluate)
     assert RUNNER.main(flags + ["--score-test", "default"]) == 0

@@ -6,7 +6,7 @@ import pytest
 from keras_attn_zoo.evaluation.significance import CONFIRMED
 from keras_attn_zoo.evaluation.significance import INCONCLUSIVE
 from keras_attn_zoo.evaluation.significance import NOT_CONFIRMED
-from keras_attn_zoo.evaluation.significance import compare_verdict
+from keras_attn_zoo.evaluation.significance import paired_seed_verdict
 from keras_attn_zoo.evaluation.significance import mean_and_std
 from keras_attn_zoo.evaluation.significance import paired_bootstrap
 from keras_attn_zoo.evaluation.significance import ratio_verdict
@@ -26,7 +26,8 @@ def test_paired_bootstrap_finds_a_clearly_better_system_and_not_an_identical_one
     # An identical system has no difference, so no verdict can call it better.
     same = result["same"]["bleu"] - result["baseline"]["bleu"]
     assert same == pytest.approx(0.0)
-    assert compare_verdict([same], [result["same"]["bleu_p_value"]]) == INCONCLUSIVE
+    assert paired_seed_verdict([same], [result["same"]["bleu_p_value"]])[
+        "verdict"] == INCONCLUSIVE
     with pytest.raises(ValueError, match="has 2 hypotheses for 90 references"):
         paired_bootstrap(worse, {"short": ["a", "b"]}, REFERENCES)
 
@@ -37,12 +38,17 @@ def test_mean_and_std_over_seeds():
 
 
 def test_verdicts_follow_the_majority_of_significant_seeds():
-    assert compare_verdict([1.0, 0.8, 0.9], [0.01, 0.02, 0.2]) == CONFIRMED
-    assert compare_verdict([-1.0, -0.8, 0.1], [0.01, 0.01, 0.6]) == NOT_CONFIRMED
-    assert compare_verdict([0.3, -0.2, 0.1], [0.3, 0.4, 0.5]) == INCONCLUSIVE
+    def verdict(*arguments, **options):
+        return paired_seed_verdict(*arguments, **options)["verdict"]
+
+    assert verdict([1.0, 0.8, 0.9], [0.01, 0.02, 0.2]) == CONFIRMED
+    assert verdict([-1.0, -0.8, 0.1], [0.01, 0.01, 0.6]) == NOT_CONFIRMED
+    assert verdict([0.3, -0.2, 0.1], [0.3, 0.4, 0.5]) == INCONCLUSIVE
+    # "Below the baseline" (direction -1): the same seeds, the other claim.
+    assert verdict([-1.0, -0.8, 0.1], [0.01, 0.01, 0.6], direction=-1) == CONFIRMED
     # "Competitive": within the margin and never significantly worse by more.
-    assert compare_verdict([-0.2, -0.1, 0.05], [0.3, 0.4, 0.5], margin=0.5) == CONFIRMED
-    assert compare_verdict([-2.0, -1.5, -1.8], [0.01, 0.01, 0.01], margin=0.5) == NOT_CONFIRMED
+    assert verdict([-0.2, -0.1, 0.05], [0.3, 0.4, 0.5], margin=0.5) == CONFIRMED
+    assert verdict([-2.0, -1.5, -1.8], [0.01, 0.01, 0.01], margin=0.5) == NOT_CONFIRMED
     assert ratio_verdict([1.20, 1.25], claimed=1.236) == CONFIRMED
     assert ratio_verdict([0.97, 1.0], claimed=1.236) == NOT_CONFIRMED
     assert ratio_verdict([1.05, 1.08], claimed=1.236) == INCONCLUSIVE
@@ -106,3 +112,45 @@ def test_the_seed_test_needs_five_seeds_to_decide_and_holm_corrects_many_claims(
     assert holm_bonferroni([0.5, 0.9]) == pytest.approx([1.0, 1.0])
     with pytest.raises(ValueError, match="at least one"):
         seed_sign_flip_test([])
+
+
+def test_the_seed_level_t_test_keeps_its_level_and_finds_a_known_margin():
+    """40 constructed tables of 5 seeds each: per-seed differences drawn around 0
+    (the null: at most 4 of 40 called better at alpha 0.05, about 2 expected), and
+    around +1.0 BLEU with a seed spread of 0.5 (found at least 36 of 40 times;
+    the t-test's power there is about 0.97)."""
+    from keras_attn_zoo.evaluation.significance import paired_seed_verdict
+    from keras_attn_zoo.evaluation.significance import seed_t_test
+
+    generator = np.random.default_rng(7)
+    called = {"null": 0, "margin": 0}
+    for _ in range(40):
+        for case, mean in (("null", 0.0), ("margin", 1.0)):
+            p_for, p_against = seed_t_test(generator.normal(mean, 0.5, size=5))
+            assert p_for + p_against == pytest.approx(1.0)
+            called[case] += p_for < 0.05
+    assert called["null"] <= 4 and called["margin"] >= 36
+    # An identical system: no spread, no difference; never better, never worse.
+    assert seed_t_test([0.0] * 5) == (1.0, 1.0)
+    same = paired_seed_verdict([0.0] * 5, [1.0] * 5)
+    assert same["verdict"] == INCONCLUSIVE and same["outcomes"] == [None] * 5
+    assert seed_t_test([0.4]) == (None, None)  # one seed: no seed-level test
+
+
+def test_holm_gate_withholds_verdicts_the_seed_test_or_a_split_does_not_carry():
+    from keras_attn_zoo.evaluation.significance import holm_gate
+
+    def decision(verdict, p_for, split=False, seeds=3):
+        return {"verdict": verdict, "p_for": p_for, "p_against": 1 - p_for,
+                "split": split, "seeds": seeds}
+
+    results = holm_gate([decision(CONFIRMED, 0.01), decision(CONFIRMED, 0.03),
+                         decision(CONFIRMED, 0.001, split=True),
+                         decision(CONFIRMED, 0.001, split=True, seeds=5)])
+    # Holm over 4: 0.01 x 2 = 0.02 stays; 0.03 x 1 but monotone: max(0.02, 0.03) = 0.03.
+    assert [r["verdict"] for r in results] == [CONFIRMED, CONFIRMED, INCONCLUSIVE, CONFIRMED]
+    assert results[2]["provisional"] == CONFIRMED and "split" in results[2]["reason"]
+    assert results[0]["seed_p_holm"] == pytest.approx(0.02)
+    alone = holm_gate([decision(CONFIRMED, 0.03)] + [decision(INCONCLUSIVE, 0.5)] * 3)
+    assert alone[0]["verdict"] == INCONCLUSIVE  # 0.03 x 4 = 0.12
+    assert "Holm-adjusted over 4 verdicts 0.120" in alone[0]["reason"]

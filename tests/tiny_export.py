@@ -82,7 +82,7 @@ def build_tiny_export(directory, train_epochs=0, seed=0):
     translator = Translator(model, tokenizer)
     base = directory / "saved_models" / "tiny-en-de"
     version_dir = export_saved_model(
-        translator, None, base,
+        translator, base,
         model_card={"preset": "tiny", "data": "synthetic", "direction": "en-de"})
     return translator, base, version_dir
 

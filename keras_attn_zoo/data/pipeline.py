@@ -317,7 +317,11 @@ def training_stream(
     dataset = text_pairs_dataset(data)
     if shuffle:
         # Today's corpora fit the buffer whole (a full shuffle); bigger ones shuffle within it.
-        buffer_size = shuffle_buffer_size or max(1, min(len(data), _MAX_SHUFFLE_BUFFER))
+        # A streamed corpus is not counted first: its buffer is the largest (a smaller corpus
+        # fills it partly, which shuffles it whole too).
+        streamed = hasattr(data, "text_chunks_dataset")
+        buffer_size = shuffle_buffer_size or (
+            _MAX_SHUFFLE_BUFFER if streamed else max(1, min(len(data), _MAX_SHUFFLE_BUFFER)))
         dataset = dataset.shuffle(buffer_size, seed=seed, reshuffle_each_iteration=True)
     if repeat:
         dataset = dataset.repeat()

@@ -137,7 +137,8 @@ def train_sentencepiece(
             use ~0.9995 for languages with very large alphabets).
         max_sentences: at most this many texts are used, a sample drawn in one pass over
             ``texts`` (:func:`reservoir_sample` with ``seed``), so ``texts`` may be a
-            stream of any length (``data.open_parallel_files(...)``).
+            stream of any length; big files (``data.open_parallel_files(...)``) are sampled
+            without a pass over them (``ParallelFiles.sample_texts``).
         byte_fallback: represent unseen characters as UTF-8 bytes instead of ``<unk>`` (adds 256
             pieces, so only sensible for vocabularies of a few thousand or more).
         seed: for the sampling of ``max_sentences``.
@@ -152,7 +153,11 @@ def train_sentencepiece(
 
     # Sampled before the whitespace is normalised: a text that turns out empty is left out, so
     # the sample may hold slightly fewer than max_sentences texts.
-    sampled = _texts(reservoir_sample_chunks(_text_chunks(texts), max_sentences, seed=seed))
+    if hasattr(texts, "sample_texts"):  # big files: a sample read without a pass over them
+        sampled = texts.sample_texts(max_sentences, seed=seed)
+    else:
+        sampled = reservoir_sample_chunks(_text_chunks(texts), max_sentences, seed=seed)
+    sampled = _texts(sampled)
     # SentencePiece reads one sentence per item; inner newlines would be odd pieces.
     sentences = [normalised for normalised in (" ".join(text.split()) for text in sampled)
                  if normalised]

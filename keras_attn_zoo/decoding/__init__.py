@@ -1,9 +1,11 @@
 """Search over the step protocol of the zoo's models: greedy, beam, sampling, scoring.
 
-All are built on ``tf.while_loop`` so they run eagerly, inside
-``tf.function`` (autograph on or off) and in exported graphs with dynamic
-batch size, source length and beam size. See ``beam.py`` for the algorithm
-and ``common.py`` for the protocol and the special ids.
+All four are strategies of one decode loop (``loop.decode``, a
+``tf.while_loop``), so they run eagerly, inside ``tf.function`` (autograph on
+or off) and in exported graphs with dynamic batch size, source length and
+beam size. See ``loop.py`` for what the loop and a strategy each own,
+``beam.py`` for the beam algorithm and ``common.py`` for the protocol and the
+special ids.
 """
 
 from keras_attn_zoo.decoding.beam import beam_search

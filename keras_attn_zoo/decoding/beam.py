@@ -1,4 +1,4 @@
-"""Beam search with ``tf.while_loop`` (no autograph needed).
+"""Beam search: the :class:`BeamSearch` strategy of the shared loop (``loop.py``).
 
 Design (the Tensor2Tensor / fairseq family): each sentence keeps two sets of
 K hypotheses.
@@ -36,6 +36,9 @@ would get alone, and the loop ends when every sentence is finished.
 import tensorflow as tf
 
 from keras_attn_zoo.decoding import common
+from keras_attn_zoo.decoding.loop import SearchStrategy
+from keras_attn_zoo.decoding.loop import decode
+from keras_attn_zoo.decoding.loop import sentence_limits
 from keras_attn_zoo.decoding.processors import with_ngram_blocking
 
 
@@ -58,13 +61,14 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             ``n``, the mean log-prob per token, as the eager translator's
             reference code ranks; ``length_penalty`` is then unused); ``n``
             counts the generated tokens with EOS. A Python string.
-        max_length_a, max_length_b: Python numbers or scalar tensors; sentence
-            ``i`` emits at most ``ceil(a * source_length_i + b)`` tokens
+        max_length_a: Python number or scalar tensor, ``a`` of the length
+            limit; sentence ``i`` emits at most ``ceil(a * source_length_i + b)`` tokens
             (excluding EOS; source_length counts non-pad tokens), after which
             EOS is forced with the model's own EOS log-prob. For a model with
             a fixed number of decoder positions (``model.max_decode_length``
             not None) the limit is capped at that
             number minus one (see ``common.max_target_lengths``).
+        max_length_b: ``b`` of that limit, Python number or scalar tensor.
         num_return: N <= K, hypotheses returned per sentence: a Python int or
             a scalar int32 tensor (an exported signature's call-time input).
         logits_processor: optional ``fn(log_probs, step, tokens_so_far, state)
@@ -84,101 +88,93 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             scalar int32 tensor.
 
     Returns:
-        dict with
-        * ``ids`` int32 ``[B, N, T]``: generated tokens, no BOS, no EOS,
-          0-padded; T is the longest returned length.
-        * ``lengths`` int32 ``[B, N]``: tokens per hypothesis excluding EOS.
-        * ``scores`` float32 ``[B, N]``: length-penalised, best first. A
-          score of -1e9 marks an empty slot (fewer than N hypotheses could be
-          formed, e.g. when a processor bans nearly everything).
-        * ``steps`` int32 scalar: ``decode_step`` calls made.
-        * ``alignment`` float32 ``[B, N, T, S]`` if the state has
-          ``"attention"``: row t is the attention of the step that produced
-          ``ids[..., t]``.
+        dict: ``ids`` int32 ``[B, N, T]``, generated tokens, no BOS, no EOS,
+            0-padded, T the longest returned length; ``lengths`` int32
+            ``[B, N]``, tokens per hypothesis excluding EOS; ``scores``
+            float32 ``[B, N]``, length-penalised, best first (-1e9 marks an
+            empty slot: fewer than N hypotheses could be formed, e.g. when a
+            processor bans nearly everything); ``steps`` int32 scalar,
+            ``decode_step`` calls made; ``alignment`` float32 ``[B, N, T, S]``
+            if the state has ``"attention"``, row t the attention of the step
+            that produced ``ids[..., t]``.
     """
     if isinstance(beam_size, int) and isinstance(num_return, int) and num_return > beam_size:
         raise ValueError(f"num_return={num_return} exceeds beam_size={beam_size}")
-    num_return = tf.convert_to_tensor(num_return, tf.int32)
-    logits_processor = with_ngram_blocking(logits_processor, no_repeat_ngram_size)
-    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    beam = tf.convert_to_tensor(beam_size, tf.int32)
-    alpha = tf.convert_to_tensor(length_penalty, tf.float32)
-    normalizer = common.length_normalizer(length_normalization, alpha)
-    checks = [
-        tf.debugging.assert_greater_equal(
-            beam, tf.maximum(num_return, 1),
-            message="beam_size must be >= num_return and >= 1"),
-        tf.debugging.assert_positive(num_return, message="num_return must be >= 1"),
-    ]
-    with tf.control_dependencies(checks):
-        beam = tf.identity(beam)
+    return decode(model, source_ids,
+                  BeamSearch(beam_size, length_penalty, num_return, length_normalization),
+                  max_lengths=sentence_limits(model, source_ids, max_length_a, max_length_b),
+                  logits_processor=with_ngram_blocking(logits_processor,
+                                                       no_repeat_ngram_size))
 
-    batch_size = tf.shape(source_ids)[0]
-    rows = batch_size * beam
-    max_lengths = common.max_target_lengths(
-        source_ids, max_length_a, max_length_b, model.max_decode_length)
-    row_max_lengths = tf.repeat(max_lengths, beam)
-    num_steps = common.num_decode_steps(max_lengths)
-    # Flat row of beam 0 of each sentence, to turn per-sentence beam indices
-    # into [B*K] rows.
-    sentence_offset = (tf.range(batch_size) * beam)[:, tf.newaxis]
 
-    state = model.initial_state(model.encode(source_ids), num_steps)
-    # Tile once: beams of a sentence are contiguous rows.
-    state = common.map_batch_leaves(lambda leaf: tf.repeat(leaf, beam, axis=0), state)
-    track_attention = isinstance(state, dict) and "attention" in state
+class BeamSearch(SearchStrategy):
+    """K alive and K finished hypotheses per sentence (the module docstring).
 
-    # Only beam 0 is live at the start, so the K beams don't duplicate.
-    first_beam = tf.equal(tf.range(beam), 0)[tf.newaxis, :]
-    carry = {
-        "step": tf.constant(0, tf.int32),
-        "last_token": tf.fill([rows], common.BOS_ID),
-        "alive_scores": tf.where(first_beam, tf.zeros([batch_size, beam]), common.NEG_INF),
-        "alive_tokens": tf.zeros([rows, num_steps], tf.int32),
-        "finished_scores": tf.fill([batch_size, beam], common.NEG_INF),
-        "finished_tokens": tf.zeros([batch_size, beam, num_steps], tf.int32),
-        "finished_lengths": tf.zeros([batch_size, beam], tf.int32),
-        "done": tf.zeros([batch_size], tf.bool),
-        "state": state,
-    }
-    if track_attention:
-        # Each step's attention rows and the beams' parent rows, written once
-        # and never reordered; a hypothesis' alignment is read back along its
-        # ancestry at the end (``_backtrack_alignment``). Reordering a
-        # ``[rows, max_len, S]`` buffer every step would cost O(max_len * S)
-        # per step instead of O(S).
-        carry["attention_steps"] = tf.TensorArray(
-            tf.float32, size=num_steps, element_shape=tf.TensorShape([None, None]))
-        carry["parent_steps"] = tf.TensorArray(
-            tf.int32, size=num_steps, element_shape=tf.TensorShape([None]))
-        # The flat alive row each finished hypothesis ended from (its EOS step
-        # is its length).
-        carry["finished_end_rows"] = tf.zeros([batch_size, beam], tf.int32)
+    The loop's rows are the alive hypotheses, ``[B*K]`` (row ``b * K + k``);
+    each step picks the rows the new alive set continues (``parent_rows``).
+    The finished set lives in the strategy's variables, ``[B, K, ...]``.
 
-    invariants = common.loop_shape_invariants(carry)
+    Args:
+        beam_size: hypotheses kept per sentence, as in :func:`beam_search`.
+        length_penalty: GNMT's alpha, as in :func:`beam_search`.
+        num_return: the n-best size, as in :func:`beam_search`.
+        length_normalization: how a finished hypothesis is ranked, as in
+            :func:`beam_search`.
+    """
 
-    def keep_going(carry):
-        return tf.logical_and(tf.logical_not(tf.reduce_all(carry["done"])),
-                              carry["step"] < num_steps)
+    reorders_rows = True
 
-    def body(carry):
-        step = carry["step"]
-        logits, new_state = model.decode_step(carry["last_token"], step, carry["state"])
-        log_probs = common.selection_log_probs(
-            logits, step, carry["alive_tokens"], new_state, row_max_lengths,
-            logits_processor)
+    def __init__(self, beam_size, length_penalty, num_return, length_normalization):
+        self.num_return = tf.convert_to_tensor(num_return, tf.int32)
+        beam = tf.convert_to_tensor(beam_size, tf.int32)
+        self.normalizer = common.length_normalizer(
+            length_normalization, tf.convert_to_tensor(length_penalty, tf.float32))
+        checks = [
+            tf.debugging.assert_greater_equal(
+                beam, tf.maximum(self.num_return, 1),
+                message="beam_size must be >= num_return and >= 1"),
+            tf.debugging.assert_positive(self.num_return,
+                                         message="num_return must be >= 1"),
+        ]
+        with tf.control_dependencies(checks):
+            self.beam = tf.identity(beam)
+        self.rows_per_sentence = self.beam
+
+    def begin(self, batch_size, num_steps, max_lengths):
+        beam = self.beam
+        self.batch_size = batch_size
+        self.max_lengths = max_lengths
+        # Flat row of beam 0 of each sentence, to turn per-sentence beam
+        # indices into [B*K] rows.
+        self.sentence_offset = (tf.range(batch_size) * beam)[:, tf.newaxis]
+        # Only beam 0 is live at the start, so the K beams don't duplicate.
+        first_beam = tf.equal(tf.range(beam), 0)[tf.newaxis, :]
+        return {
+            "alive_scores": tf.where(first_beam, tf.zeros([batch_size, beam]),
+                                     common.NEG_INF),
+            "finished_scores": tf.fill([batch_size, beam], common.NEG_INF),
+            "finished_tokens": tf.zeros([batch_size, beam, num_steps], tf.int32),
+            "finished_lengths": tf.zeros([batch_size, beam], tf.int32),
+            # The flat alive row each finished hypothesis ended from (its EOS
+            # step is its length): where its alignment is read back from.
+            "finished_end_rows": tf.zeros([batch_size, beam], tf.int32),
+            "done": tf.zeros([batch_size], tf.bool),
+        }
+
+    def step(self, step, log_probs, tokens, variables):
+        beam, batch_size = self.beam, self.batch_size
         vocab_size = tf.shape(log_probs)[1]
 
         # [B, K*V] candidates; anything built on a banned token or a dead
         # beam is pinned to exactly NEG_INF.
-        candidates = carry["alive_scores"][:, :, tf.newaxis] + tf.reshape(
+        candidates = variables["alive_scores"][:, :, tf.newaxis] + tf.reshape(
             log_probs, [batch_size, beam, vocab_size])
         candidates = tf.reshape(candidates, [batch_size, beam * vocab_size])
         candidates = tf.where(candidates > common.VALID_THRESHOLD, candidates,
                               common.NEG_INF)
         num_candidates = tf.minimum(2 * beam, beam * vocab_size)
         top_scores, top_index = tf.math.top_k(candidates, k=num_candidates)
-        top_rows = top_index // vocab_size + sentence_offset
+        top_rows = top_index // vocab_size + self.sentence_offset
         top_tokens = top_index % vocab_size
         top_valid = top_scores > common.VALID_THRESHOLD
         top_is_eos = tf.equal(top_tokens, common.EOS_ID)
@@ -190,34 +186,15 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
         parent_rows = tf.reshape(tf.gather(top_rows, picked, batch_dims=1), [-1])
         next_tokens = tf.reshape(tf.gather(top_tokens, picked, batch_dims=1), [-1])
 
-        def reorder(leaf):
-            return tf.gather(leaf, parent_rows)
-
-        new_carry = {
-            "step": step + 1,
-            "last_token": next_tokens,
-            "alive_tokens": common.write_column(
-                reorder(carry["alive_tokens"]), step, next_tokens),
-            "state": common.map_batch_leaves(reorder, new_state),
-        }
-        if track_attention:
-            # Row r of step `step` belongs to the hypothesis in row r before
-            # this step's reordering; parent_rows maps the new rows onto them.
-            new_carry["attention_steps"] = carry["attention_steps"].write(
-                step, tf.cast(new_state["attention"], tf.float32))
-            new_carry["parent_steps"] = carry["parent_steps"].write(step, parent_rows)
-
         # Finished set: EOS candidates from the top K join the K finished
         # hypotheses; the best K of the union stay (ties keep the older one).
         eos_rows = top_rows[:, :beam]
         ends_now = tf.logical_and(top_valid, top_is_eos)[:, :beam]
         eos_scores = tf.where(
-            ends_now, top_scores[:, :beam] / normalizer(step + 1),
-            common.NEG_INF)
-        finished_keys = ["finished_scores", "finished_tokens", "finished_lengths"]
-        if track_attention:
-            finished_keys.append("finished_end_rows")
-        old_finished = {key: carry[key] for key in finished_keys}
+            ends_now, top_scores[:, :beam] / self.normalizer(step + 1), common.NEG_INF)
+        finished_keys = ["finished_scores", "finished_tokens", "finished_lengths",
+                         "finished_end_rows"]
+        old_finished = {key: variables[key] for key in finished_keys}
 
         def merge_finished():
             flat_eos_rows = tf.reshape(eos_rows, [-1])
@@ -230,11 +207,10 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
             # slot and everything after it is already PAD.
             new = {
                 "finished_scores": eos_scores,
-                "finished_tokens": by_sentence(tf.gather(carry["alive_tokens"], flat_eos_rows)),
+                "finished_tokens": by_sentence(tf.gather(tokens, flat_eos_rows)),
                 "finished_lengths": tf.fill([batch_size, beam], step),
+                "finished_end_rows": by_sentence(flat_eos_rows),
             }
-            if track_attention:
-                new["finished_end_rows"] = by_sentence(flat_eos_rows)
             union = {key: tf.concat([old_finished[key], new[key]], axis=1)
                      for key in finished_keys}
             _, kept = tf.math.top_k(union["finished_scores"], k=beam)
@@ -243,77 +219,37 @@ def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
 
         finished = tf.cond(tf.reduce_any(ends_now), merge_finished,
                            lambda: old_finished)
-        new_carry.update(finished)
 
         # Done when the best reachable score of any alive hypothesis cannot
         # beat the worst finished one (an empty slot counts as NEG_INF).
         best_alive = tf.reduce_max(alive_scores, axis=1)
         reachable = tf.maximum(
-            best_alive / normalizer(step + 2),
-            best_alive / normalizer(max_lengths + 1))
+            best_alive / self.normalizer(step + 2),
+            best_alive / self.normalizer(self.max_lengths + 1))
         reachable = tf.where(best_alive > common.VALID_THRESHOLD, reachable,
                              common.NEG_INF)
         worst_finished = tf.reduce_min(finished["finished_scores"], axis=1)
-        done = tf.logical_or(carry["done"], reachable <= worst_finished)
-        # Freeze finished sentences: no alive hypothesis, no new candidates.
-        new_carry["alive_scores"] = tf.where(done[:, tf.newaxis], common.NEG_INF,
-                                             alive_scores)
-        new_carry["done"] = done
-        return (common.keep_static_shapes(new_carry, invariants),)
+        done = tf.logical_or(variables["done"], reachable <= worst_finished)
+        return next_tokens, parent_rows, {
+            **finished,
+            # Freeze finished sentences: no alive hypothesis, no new candidates.
+            "alive_scores": tf.where(done[:, tf.newaxis], common.NEG_INF, alive_scores),
+            "done": done,
+        }
 
-    (carry,) = tf.while_loop(keep_going, body, (carry,), shape_invariants=(invariants,))
+    def all_finished(self, variables):
+        return tf.reduce_all(variables["done"])
 
-    scores = carry["finished_scores"][:, :num_return]
-    lengths = tf.where(scores > common.VALID_THRESHOLD,
-                       carry["finished_lengths"][:, :num_return], 0)
-    alignment = None
-    if track_attention:
-        alignment = _alignment_or_empty(
-            carry["attention_steps"], carry["parent_steps"], carry["step"],
-            carry["finished_end_rows"][:, :num_return],
-            carry["finished_lengths"][:, :num_return], tf.shape(state["attention"])[1])
-    return common.package_outputs(
-        tokens=carry["finished_tokens"][:, :num_return],
-        lengths=lengths,
-        scores=scores,
-        alignment=alignment,
-        steps=carry["step"],
-    )
-
-
-def _backtrack_alignment(attention_steps, parent_steps, steps_done, end_rows, end_steps):
-    """``[B, N, steps_done, S]`` alignments of finished hypotheses.
-
-    A hypothesis that ended (EOS) at step ``e`` from flat row ``r_e`` has, at
-    step ``t < e``, the row ``r_t = parents[t][r_{t+1}]``; its alignment row
-    ``t`` is ``attention[t][r_t]`` for ``t <= e`` and 0 after. One reverse scan
-    over the steps, O(steps * B * N * S) once per search.
-    """
-    times = tf.range(steps_done)
-    attention = attention_steps.gather(times)  # [T, rows, S]
-    parents = parent_steps.gather(times)  # [T, rows]
-
-    def back_one_step(row_after, t):
-        row = tf.where(t < end_steps, tf.gather(parents[t], row_after), end_rows)
-        rows_attention = tf.gather(attention[t], row)  # [B, N, S]
-        active = (t <= end_steps)[..., tf.newaxis]
-        return row, tf.where(active, rows_attention, tf.zeros_like(rows_attention))
-
-    def scan_step(carried, t):
-        return back_one_step(carried[0], t)
-
-    initial = (end_rows, tf.zeros(tf.concat(
-        [tf.shape(end_rows), tf.shape(attention)[2:]], axis=0), tf.float32))
-    _, reversed_rows = tf.scan(scan_step, tf.reverse(times, [0]), initializer=initial)
-    return tf.transpose(tf.reverse(reversed_rows, [0]), [1, 2, 0, 3])
-
-
-def _alignment_or_empty(attention_steps, parent_steps, steps_done, end_rows, end_steps,
-                        source_length):
-    """``_backtrack_alignment``, or an empty time axis when no step ran (empty batch)."""
-    return tf.cond(
-        steps_done > 0,
-        lambda: _backtrack_alignment(attention_steps, parent_steps, steps_done,
-                                     end_rows, end_steps),
-        lambda: tf.zeros(tf.concat([tf.shape(end_rows), [0, source_length]], 0)))
-
+    def finalize(self, variables, tokens, steps, alignment_of):
+        del tokens  # the alive rows; the answer is the finished set
+        num_return = self.num_return
+        scores = variables["finished_scores"][:, :num_return]
+        lengths = tf.where(scores > common.VALID_THRESHOLD,
+                           variables["finished_lengths"][:, :num_return], 0)
+        alignment = None
+        if alignment_of is not None:
+            alignment = alignment_of(variables["finished_end_rows"][:, :num_return],
+                                     variables["finished_lengths"][:, :num_return])
+        return common.package_outputs(
+            tokens=variables["finished_tokens"][:, :num_return], lengths=lengths,
+            scores=scores, alignment=alignment, steps=steps)

@@ -1,6 +1,6 @@
-"""Pieces shared by greedy and beam search: constants, length rules, scoring.
+"""Pieces shared by the decode loop (``loop.py``) and its strategies.
 
-The step protocol both searches drive (``keras_attn_zoo.models.zoo_model``):
+The step protocol the loop drives (``keras_attn_zoo.models.zoo_model``):
 
 * ``model.encode(source_ids) -> memory``
 * ``model.initial_state(memory, max_length) -> state`` (a dict, batch first)

@@ -12,6 +12,7 @@ import tensorflow as tf
 from keras_attn_zoo.decoding import common
 from keras_attn_zoo.decoding.beam import beam_search
 from keras_attn_zoo.decoding.greedy import greedy_search
+from keras_attn_zoo.decoding.greedy import most_probable_token
 from keras_attn_zoo.models.eager.processor import DEFAULT_BEAM_SIZE
 from keras_attn_zoo.models.eager.processor import DEFAULT_EPSILON_LIMIT
 from keras_attn_zoo.models.eager.processor import DEFAULT_SOURCE_PADDING_INJECTION
@@ -62,13 +63,24 @@ class EagerStreamer:
     ``greedy_search`` with ``eager_processor_for(model, ...)`` on that
     sentence, stripped (the same rules, steps and max length).
 
+    Why not the shared decode loop (``loop.decode``): that loop runs a whole
+    search in one ``tf.while_loop`` over a source it holds in full, while here
+    the source arrives token by token and each target token must be returned
+    before the next source token exists. So the streamer runs one step of
+    greedy search per ``tf.function`` call, with the loop's own pieces: the
+    same ``common.selection_log_probs`` (max length, forced EOS, banned ids)
+    and greedy's choice (``greedy.most_probable_token``); only the iteration
+    is Python's.
+
     Args:
         model: an ``EagerLSTMTranslator``.
-        start_pads, epsilon_limit, source_padding_injection: as for the
-            processor (None: the model's).
-        max_length_a, max_length_b: ``greedy_search``'s length limit
-            ``ceil(a * (source tokens + EOS) + b)``; it only acts after the
-            source has ended when ``max_length_a >= 1``.
+        start_pads: as for the processor (None: the model's).
+        epsilon_limit: as for the processor (None: the model's).
+        source_padding_injection: as for the processor (None: the model's).
+        max_length_a: ``a`` of ``greedy_search``'s length limit
+            ``ceil(a * (source tokens + EOS) + b)``; the limit only acts after
+            the source has ended when ``max_length_a >= 1``.
+        max_length_b: ``b`` of that limit.
         carry_state: keep the LSTM state from one sentence to the next.
 
     Example:
@@ -113,7 +125,7 @@ class EagerStreamer:
         self._finished = False
 
     def _greedy_step(self, source_token, previous, states, step, epsilon_count, source_end,
-              max_length, ending):
+                     max_length, ending):
         """One greedy step: returns ``(token, new_states)``."""
         logits, new_states = self.model.step_with_source(
             tf.reshape(source_token, [1]), tf.reshape(previous, [1]), states)
@@ -133,8 +145,7 @@ class EagerStreamer:
         log_probs = common.selection_log_probs(
             logits, step, tf.zeros([1, 0], tf.int32), None,
             tf.reshape(max_length, [1]), processor)
-        token = tf.argmax(log_probs, axis=-1, output_type=tf.int32)[0]
-        return token, new_states
+        return most_probable_token(log_probs, step)[0], new_states
 
     def _advance(self, source_token, source_end, max_length, ending):
         token, self._states = self._step_fn(

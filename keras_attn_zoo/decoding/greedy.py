@@ -1,13 +1,17 @@
-"""Greedy decoding and sampling with ``tf.while_loop`` (no autograph needed).
+"""Greedy decoding and sampling: one hypothesis per sentence, on the shared loop.
 
-Both keep one hypothesis per sentence and differ only in how a step's token
-is chosen: the most probable one, or a draw from the (tempered, top-k / top-p
-filtered) distribution for back-translation and diverse outputs.
+Both are a :class:`OneHypothesisSearch` for ``loop.decode`` and differ only
+in how a step's token is chosen: the most probable one, or a draw from the
+(tempered, top-k / top-p filtered) distribution for back-translation and
+diverse outputs.
 """
 
 import tensorflow as tf
 
 from keras_attn_zoo.decoding import common
+from keras_attn_zoo.decoding.loop import SearchStrategy
+from keras_attn_zoo.decoding.loop import decode
+from keras_attn_zoo.decoding.loop import sentence_limits
 from keras_attn_zoo.decoding.processors import with_ngram_blocking
 
 
@@ -21,10 +25,11 @@ def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
     Args:
         model: object implementing the step protocol (see ``common``).
         source_ids: int32 ``[B, S]``, 0 = padding.
-        max_length_a, max_length_b: Python numbers or scalar tensors; sentence
-            ``i`` emits at most ``ceil(a * source_length_i + b)`` tokens before
+        max_length_a: Python number or scalar tensor, ``a`` of the length
+            limit; sentence ``i`` emits at most ``ceil(a * source_length_i + b)`` tokens before
             EOS, which is forced at that point; capped for fixed-length
             models as in ``beam_search``.
+        max_length_b: ``b`` of that limit, Python number or scalar tensor.
         logits_processor: optional ``fn(log_probs, step, tokens_so_far, state)
             -> log_probs`` on ``[B, V]`` float32 log-probs (see ``beam_search``).
         no_repeat_ngram_size: as in ``beam_search``.
@@ -36,12 +41,10 @@ def greedy_search(model, source_ids, *, max_length_a=2.0, max_length_b=10,
         and, when the state has ``"attention"``, ``alignment``
         ``[B, 1, T, S]``.
     """
-    def most_probable(log_probs, step):
-        del step
-        return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
-
-    return _left_to_right(model, source_ids, most_probable, max_length_a, max_length_b,
-                          with_ngram_blocking(logits_processor, no_repeat_ngram_size))
+    return decode(model, source_ids, OneHypothesisSearch(most_probable_token),
+                  max_lengths=sentence_limits(model, source_ids, max_length_a, max_length_b),
+                  logits_processor=with_ngram_blocking(logits_processor,
+                                                       no_repeat_ngram_size))
 
 
 def sample_search(model, source_ids, *, temperature=1.0, top_k=0, top_p=1.0, seed=0,
@@ -57,8 +60,12 @@ def sample_search(model, source_ids, *, temperature=1.0, top_k=0, top_p=1.0, see
     ``(seed, step)``: the same seed and inputs give the same output.
 
     Args:
-        model, source_ids, max_length_a, max_length_b, logits_processor,
-            no_repeat_ngram_size: as in ``greedy_search``.
+        model: as in ``greedy_search``.
+        source_ids: as in ``greedy_search``.
+        max_length_a: as in ``greedy_search``.
+        max_length_b: as in ``greedy_search``.
+        logits_processor: as in ``greedy_search``.
+        no_repeat_ngram_size: as in ``greedy_search``.
         temperature: > 0; below 1 sharpens, above 1 flattens.
         top_k: int >= 0.
         top_p: float in (0, 1].
@@ -86,8 +93,10 @@ def sample_search(model, source_ids, *, temperature=1.0, top_k=0, top_p=1.0, see
         return tf.cast(tf.random.stateless_categorical(
             logits, 1, seed=tf.stack([seed, step]))[:, 0], tf.int32)
 
-    return _left_to_right(model, source_ids, draw, max_length_a, max_length_b,
-                          with_ngram_blocking(logits_processor, no_repeat_ngram_size))
+    return decode(model, source_ids, OneHypothesisSearch(draw),
+                  max_lengths=sentence_limits(model, source_ids, max_length_a, max_length_b),
+                  logits_processor=with_ngram_blocking(logits_processor,
+                                                       no_repeat_ngram_size))
 
 
 def filter_top_k_top_p(logits, top_k, top_p):
@@ -106,72 +115,52 @@ def filter_top_k_top_p(logits, top_k, top_p):
     return tf.where(logits >= floor, logits, common.NEG_INF)
 
 
-def _left_to_right(model, source_ids, choose, max_length_a, max_length_b,
-                   logits_processor):
-    """One hypothesis per sentence; ``choose(log_probs, step) -> int32 [B]``."""
-    source_ids = tf.convert_to_tensor(source_ids, tf.int32)
-    batch_size = tf.shape(source_ids)[0]
-    max_lengths = common.max_target_lengths(
-        source_ids, max_length_a, max_length_b, model.max_decode_length)
-    num_steps = common.num_decode_steps(max_lengths)
+def most_probable_token(log_probs, step):
+    """Greedy's choice: the arg-max of each row's log-probs, int32 ``[R]``."""
+    del step
+    return tf.argmax(log_probs, axis=-1, output_type=tf.int32)
 
-    state = model.initial_state(model.encode(source_ids), num_steps)
-    track_attention = isinstance(state, dict) and "attention" in state
 
-    carry = {
-        "step": tf.constant(0, tf.int32),
-        "last_token": tf.fill([batch_size], common.BOS_ID),
-        "tokens": tf.zeros([batch_size, num_steps], tf.int32),
-        "scores": tf.zeros([batch_size], tf.float32),
-        "lengths": tf.zeros([batch_size], tf.int32),
-        "finished": tf.zeros([batch_size], tf.bool),
-        "state": state,
-    }
-    if track_attention:
-        source_length = tf.shape(state["attention"])[1]
-        carry["alignment"] = tf.zeros([batch_size, num_steps, source_length], tf.float32)
+class OneHypothesisSearch(SearchStrategy):
+    """One hypothesis per sentence, extended by ``choose(log_probs, step) -> int32 [B]``.
 
-    invariants = common.loop_shape_invariants(carry)
+    A row is finished once it chose EOS; after that it is fed PAD, its score
+    and length are frozen and the loop ignores what it computes.
+    """
 
-    def keep_going(carry):
-        return tf.logical_and(tf.logical_not(tf.reduce_all(carry["finished"])),
-                              carry["step"] < num_steps)
+    def __init__(self, choose):
+        self.choose = choose
 
-    def body(carry):
-        step = carry["step"]
-        logits, new_state = model.decode_step(carry["last_token"], step, carry["state"])
-        log_probs = common.selection_log_probs(
-            logits, step, carry["tokens"], new_state, max_lengths, logits_processor)
-        token = choose(log_probs, step)
+    def begin(self, batch_size, num_steps, max_lengths):
+        del num_steps, max_lengths
+        return {"scores": tf.zeros([batch_size], tf.float32),
+                "lengths": tf.zeros([batch_size], tf.int32),
+                "finished": tf.zeros([batch_size], tf.bool)}
+
+    def step(self, step, log_probs, tokens, variables):
+        del tokens
+        token = self.choose(log_probs, step)
         token_log_prob = tf.gather(log_probs, token, batch_dims=1)
-
-        active = tf.logical_not(carry["finished"])
+        active = tf.logical_not(variables["finished"])
         ends = tf.equal(token, common.EOS_ID)
         emits_word = tf.logical_and(active, tf.logical_not(ends))
-        new_carry = {
-            "step": step + 1,
-            # Finished rows keep being fed PAD; their outputs are ignored.
-            "last_token": tf.where(emits_word, token, common.PAD_ID),
-            "tokens": common.write_column(
-                carry["tokens"], step, tf.where(emits_word, token, common.PAD_ID)),
+        return tf.where(emits_word, token, common.PAD_ID), None, {
             # Frozen after EOS: nothing is added to a finished row's score.
-            "scores": carry["scores"] + tf.where(active, token_log_prob, 0.0),
-            "lengths": carry["lengths"] + tf.cast(emits_word, tf.int32),
-            "finished": tf.logical_or(carry["finished"], ends),
-            "state": new_state,
+            "scores": variables["scores"] + tf.where(active, token_log_prob, 0.0),
+            "lengths": variables["lengths"] + tf.cast(emits_word, tf.int32),
+            "finished": tf.logical_or(variables["finished"], ends),
         }
-        if track_attention:
-            new_carry["alignment"] = common.write_column(
-                carry["alignment"], step, new_state["attention"])
-        return (common.keep_static_shapes(new_carry, invariants),)
 
-    (carry,) = tf.while_loop(keep_going, body, (carry,), shape_invariants=(invariants,))
+    def all_finished(self, variables):
+        return tf.reduce_all(variables["finished"])
 
-    alignment = carry["alignment"][:, tf.newaxis] if track_attention else None
-    return common.package_outputs(
-        tokens=carry["tokens"][:, tf.newaxis],
-        lengths=carry["lengths"][:, tf.newaxis],
-        scores=carry["scores"][:, tf.newaxis],
-        alignment=alignment,
-        steps=carry["step"],
-    )
+    def finalize(self, variables, tokens, steps, alignment_of):
+        lengths = variables["lengths"][:, tf.newaxis]
+        alignment = None
+        if alignment_of is not None:
+            rows = tf.range(tf.shape(lengths)[0])[:, tf.newaxis]
+            alignment = alignment_of(rows, lengths)
+        return common.package_outputs(
+            tokens=tokens[:, tf.newaxis], lengths=lengths,
+            scores=variables["scores"][:, tf.newaxis], alignment=alignment, steps=steps)
+

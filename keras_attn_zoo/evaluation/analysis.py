@@ -113,7 +113,8 @@ def layer_js_matrix(weights, num_rows, num_keys=None):
 
     Args:
         weights: `[L, h, T, S]`.
-        num_rows, num_keys: as in `mean_row_entropy`.
+        num_rows: as in `mean_row_entropy`.
+        num_keys: as in `mean_row_entropy`.
 
     Returns:
         `[L, L]` symmetric, zero diagonal.

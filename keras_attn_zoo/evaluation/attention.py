@@ -57,9 +57,9 @@ def attention_maps(model, source_ids, target_ids):
         docstring for the names; `"gmm_gate"` is `[L, B, h, T]`), or `None`
         when the model has no attention weights (the eager translator).
 
-    Example:
-    >>> maps = attention_maps(model, source_ids, target_ids)
-    >>> maps["cross"].shape          # (layers, batch, heads, T, S)
+    Examples:
+        >>> maps = attention_maps(model, source_ids, target_ids)
+        >>> maps["cross"].shape          # (layers, batch, heads, T, S)
     """
     maps = model.attention_maps(source_ids, target_ids)
     if not maps:

@@ -51,15 +51,15 @@ Decoding (incremental, with caches) is counted *ideally*: step ``t`` attends ove
 (masked), so the hardware does more for long outputs; see
 ``benchmarks/length_scaling.py``.
 
-Example:
->>> config = transformer(8000, preset="base").zoo_config
->>> per_token = training_flops(config, batch_size=1, source_length=24,
-...                            target_length=24)["per_target_token"]
-
 Cross-checks: :func:`hlo_dot_flops` counts the ``dot`` instructions of XLA's
 optimised HLO of a traced function and :func:`profiler_matmul_flops` asks
 ``tf.compat.v1.profiler`` for the float ops of the ``MatMul`` / ``BatchMatMul``
 nodes of a graph; ``tests/test_flops.py`` compares both with this counter.
+
+Examples:
+    >>> config = transformer(8000, preset="base").zoo_config
+    >>> per_token = training_flops(config, batch_size=1, source_length=24,
+    ...                            target_length=24)["per_target_token"]
 """
 
 from __future__ import annotations
@@ -256,9 +256,10 @@ def forward_flops(model_or_config, batch_size, source_length, target_length):
     Args:
         model_or_config: a zoo model or its config dict.
         batch_size: sentence pairs B.
-        source_length, target_length: padded lengths S (with EOS) and T (with
-            BOS). The eager translator reads one source token per target token:
-            its ``source_length`` is ignored.
+        source_length: padded source length S (with EOS). The eager translator
+            reads one source token per target token: its ``source_length`` is
+            ignored.
+        target_length: padded target length T (with BOS).
 
     Returns:
         dict: ``encoder``, ``decoder``, ``output`` (the vocabulary projection),

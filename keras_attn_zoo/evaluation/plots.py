@@ -53,9 +53,9 @@ def plot_alignment(weights, source_tokens, target_tokens, path, title=None,
     Raises:
         ValueError: when `weights` is not 2-D or is smaller than the labels.
 
-    Example:
-    >>> plot_alignment(result["alignment"][0, 0], source_pieces, target_pieces,
-    ...                "alignment.png")
+    Examples:
+        >>> plot_alignment(result["alignment"][0, 0], source_pieces, target_pieces,
+        ...                "alignment.png")
     """
     weights = np.asarray(weights, dtype=np.float32)
     source_tokens = [str(token) for token in source_tokens]
@@ -125,6 +125,7 @@ def _save(figure, path, files):
 
 
 def plot_bleu_by_length(report, out, files):
+    """BLEU and chrF by source length (and the compared model's); adds the file to `files`."""
     rows = report["bleu_by_length"]
     figure = _figure(7, 3.5)
     for position, metric in enumerate(("bleu", "chrf")):
@@ -148,6 +149,7 @@ def plot_bleu_by_length(report, out, files):
 
 
 def plot_ngram(report, out, files):
+    """n-gram precision (or its gap to the compared model); adds the file to `files`."""
     ngram = report["ngram_precision"]
     figure = _figure(6, 3.5)
     axes = figure.add_subplot(1, 1, 1)
@@ -192,6 +194,7 @@ def plot_entropy(summary, out, files):
 
 
 def plot_entropy_by_length(series, out, files):
+    """Attention entropy by source length, one line per series; adds the file to `files`."""
     figure = _figure(6, 3.5)
     axes = figure.add_subplot(1, 1, 1)
     for name, rows in series.items():
@@ -234,9 +237,10 @@ def draw_heatmaps(chosen, own, own_alignments, out, files, model=None,
 
     Args:
         chosen: `(source, target or None)` pairs to draw.
-        own, own_alignments: the model's translations of the chosen sources and
-            their exported alignments (`{"weights", "source_pieces",
-            "target_pieces"}` or None), as `recipes/analyze.py` translates them.
+        own: the model's translations of the chosen sources, as
+            `recipes/analyze.py` translates them.
+        own_alignments: their exported alignments (`{"weights",
+            "source_pieces", "target_pieces"}` or None).
         out: the report directory (maps go to `out/heatmaps/`).
         files: the report's file list, appended to.
         model: the zoo model to teacher force, or None.

@@ -150,6 +150,7 @@ def nanmean(values, axis):
 
 
 def round_nested(value, digits=4):
+    """A number or nested array as nested lists rounded to `digits`; NaN becomes None."""
     array = np.asarray(value, dtype=np.float64)
     if array.ndim == 0:
         return None if math.isnan(float(array)) else round(float(array), digits)

@@ -1,9 +1,10 @@
-"""Export and serving: `Translator` (text -> translation in one TF graph) and the
-TF Serving SavedModel layout written by `export_saved_model`; `export_ctranslate2`
-and `CTranslate2Translator` for fast CPU inference (`ctranslate2_export.py`).
+"""Export and serving: the TF Serving SavedModel layout written by `export_saved_model`
+(it saves a ready `Translator`); `export_ctranslate2` and `CTranslate2Translator` for
+fast CPU inference (`ctranslate2_export.py`).
 
-See `translator.py` for the signatures and input rules and `saved_model.py` for the
-directory layout, versioning and the model card.
+`Translator` itself lives in `keras_attn_zoo.inference` (ranked below the
+trainer, which takes the run's translator); it is re-exported here. See
+`saved_model.py` for the directory layout, versioning and the model card.
 """
 
 from keras_attn_zoo.export.ctranslate2_export import CTranslate2Translator
@@ -16,8 +17,8 @@ from keras_attn_zoo.export.saved_model import build_model_card
 from keras_attn_zoo.export.saved_model import existing_versions
 from keras_attn_zoo.export.saved_model import export_saved_model
 from keras_attn_zoo.export.saved_model import latest_version
-from keras_attn_zoo.export.translator import DEFAULT_MAX_INPUT_LENGTH
-from keras_attn_zoo.export.translator import Translator
+from keras_attn_zoo.inference.translator import DEFAULT_MAX_INPUT_LENGTH
+from keras_attn_zoo.inference.translator import Translator
 
 __all__ = [
     "DEFAULT_MAX_INPUT_LENGTH",

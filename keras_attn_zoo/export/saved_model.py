@@ -1,4 +1,4 @@
-"""Export a zoo model with its vocabulary and beam search as a TF Serving SavedModel.
+"""Export a `Translator` (a zoo model, its vocabulary and search) as a TF Serving SavedModel.
 
 Layout (TF Serving's: a base directory with one integer directory per version)::
 
@@ -35,9 +35,9 @@ import tempfile
 
 import tensorflow as tf
 
-from keras_attn_zoo.export.translator import REPLACEMENT_CHARACTER
-from keras_attn_zoo.export.translator import UNICODE_ERRORS
-from keras_attn_zoo.export.translator import Translator
+from keras_attn_zoo.inference.translator import REPLACEMENT_CHARACTER
+from keras_attn_zoo.inference.translator import UNICODE_ERRORS
+from keras_attn_zoo.inference.translator import Translator
 
 # Every signature an export can have; "score" only for models whose outputs
 # are plain SentencePiece pieces (see `Translator.can_score`).
@@ -193,32 +193,36 @@ def _module_version(module_name):
     return getattr(module, "__version__", None)
 
 
-def export_saved_model(model, tokenizer, path, *, name=None, version=None,
-                       model_card=None, beam_size=4, length_penalty=0.6,
-                       max_length_a=2.0, max_length_b=10, max_input_length=None):
-    """Exports ``model`` + ``tokenizer`` + beam search as ``<path>/<version>/``.
+def export_saved_model(translator, path, *, name=None, version=None, model_card=None):
+    """Exports a ready ``Translator`` (model, vocabulary, search) as ``<path>/<version>/``.
+
+    The translator is the run's own (``workflow.run_translator``): its
+    defaults (beam size, length penalty, output limit, ``max_input_length``)
+    become the ``translate`` signature's, and its functions already traced by
+    the run's evaluations are reused, so the export searches exactly as the
+    run evaluated. Build one with ``Translator(model, tokenizer, beam_size=...)``.
 
     Args:
-        model: a zoo model (step protocol), or a `Translator` (then ``tokenizer``
-            and the search defaults below are ignored: the translator's apply, and
-            its already traced functions are reused).
-        tokenizer: its SentencePiece vocabulary (keras_hub tokenizer, path or bytes).
+        translator: a `keras_attn_zoo.inference.Translator`.
         path: the model's base directory, e.g. ``saved_models/transformer-de-en``.
         name: the model's name in the card (default: the base directory's name).
         version: int; default the next integer after the existing versions.
         model_card: dict merged into ``model_card.json`` (e.g. ``preset``, ``data``,
             ``direction``, ``bleu``); every value must be JSON-serialisable.
-        beam_size, length_penalty, max_length_a, max_length_b: the defaults of the
-            ``translate`` signature.
-        max_input_length: longest accepted source in tokens (pieces + EOS).
 
     Returns:
         ``pathlib.Path`` of the new version directory.
 
     Raises:
+        TypeError: if ``translator`` is not a ``Translator``, or ``model_card`` is
+            not JSON-serialisable (nothing is left on disk).
         FileExistsError: if the version already exists.
-        TypeError: if ``model_card`` is not JSON-serialisable (nothing is left on disk).
     """
+    if not isinstance(translator, Translator):
+        raise TypeError(
+            "export_saved_model takes a Translator (keras_attn_zoo.inference.Translator"
+            "(model, tokenizer, beam_size=..., length_penalty=...)), got "
+            f"{type(translator).__name__}.")
     base = pathlib.Path(path)
     base.mkdir(parents=True, exist_ok=True)
     if version is None:
@@ -230,13 +234,6 @@ def export_saved_model(model, tokenizer, path, *, name=None, version=None,
     if final.exists():
         raise FileExistsError(f"{final} already exists; versions are never overwritten.")
 
-    if isinstance(model, Translator):
-        translator = model  # reuses its traced functions; its own defaults apply
-    else:
-        translator = Translator(
-            model, tokenizer, beam_size=beam_size, length_penalty=length_penalty,
-            max_length_a=max_length_a, max_length_b=max_length_b,
-            max_input_length=max_input_length)
     card = build_model_card(translator, name=name or base.resolve().name,
                             version=version, model_card=model_card)
 

@@ -50,15 +50,15 @@ class BahdanauAttention(keras.layers.Layer):
         layer's compute dtype and float32 weights `[B, S]` (or `[B, T, S]`)
         that sum to 1 over the real source positions and are 0 on padding.
 
-    Example:
-    >>> attention = BahdanauAttention(units=8)
-    >>> memory = keras.random.normal((2, 5, 6))
-    >>> mask = keras.ops.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "bool")
-    >>> keys = attention.precompute_keys(memory)
-    >>> context, weights = attention(keras.random.normal((2, 4)), memory,
-    ...                              memory_mask=mask, keys=keys)
-    >>> tuple(context.shape), tuple(weights.shape)
-    ((2, 6), (2, 5))
+    Examples:
+        >>> attention = BahdanauAttention(units=8)
+        >>> memory = keras.random.normal((2, 5, 6))
+        >>> mask = keras.ops.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "bool")
+        >>> keys = attention.precompute_keys(memory)
+        >>> context, weights = attention(keras.random.normal((2, 4)), memory,
+        ...                              memory_mask=mask, keys=keys)
+        >>> tuple(context.shape), tuple(weights.shape)
+        ((2, 6), (2, 5))
 
     References:
         Bahdanau, Cho, Bengio, "Neural Machine Translation by Jointly Learning

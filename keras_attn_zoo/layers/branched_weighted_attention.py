@@ -5,6 +5,7 @@ from keras import ops
 
 from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.layers.simplex_projection import SimplexProjection
+from keras_attn_zoo.layers.softmax_of_uniform import SoftmaxOfUniform
 from keras_attn_zoo.layers.transformer_blocks import LAYER_NORM_EPSILON
 
 PARAMETERIZATIONS = ("projection", "softmax")
@@ -19,27 +20,6 @@ WEIGHT_GAINS = {"simplex": (0.0, 0.0), "branches": (1.0, 1.0), "branches_rms": (
 # Where κ/α start: 1/M each (the paper does not say; the zoo's default), or
 # the port's random start, softmax of logits drawn from U[0, 1).
 WEIGHT_INITIALIZATIONS = ("uniform", "random")
-
-
-@keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class SoftmaxOfUniform(keras.initializers.Initializer):
-    """`softmax(u)`, `u ~ U[0, 1)`, over the last axis: the port's random κ/α.
-
-    Used as the κ/α values under the projection (a point of the simplex); the
-    softmax parameterisation draws the logits `u` themselves from
-    `keras.initializers.RandomUniform(0, 1)`, so both start from the same
-    distribution of weights.
-    """
-
-    def __init__(self, seed=None):
-        self.seed = seed
-        self._uniform = keras.initializers.RandomUniform(0.0, 1.0, seed=seed)
-
-    def __call__(self, shape, dtype=None):
-        return ops.softmax(self._uniform(shape, dtype="float32"), axis=-1)
-
-    def get_config(self):
-        return {"seed": self.seed}
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
@@ -156,14 +136,14 @@ class BranchedWeightedAttention(MultiHeadAttention):
     `branch_weights()` returns `{"kappa": [...], "alpha": [...]}` as floats
     (the simplex values, before any gain).
 
-    Example:
-    >>> layer = BranchedWeightedAttention(num_heads=4, key_dim=8,
-    ...                                   intermediate_dim=64)
-    >>> x = keras.random.normal((2, 5, 32))
-    >>> tuple(layer(x, causal=True).shape)
-    (2, 5, 32)
-    >>> layer.branch_weights()["kappa"]
-    [0.25, 0.25, 0.25, 0.25]
+    Examples:
+        >>> layer = BranchedWeightedAttention(num_heads=4, key_dim=8,
+        ...                                   intermediate_dim=64)
+        >>> x = keras.random.normal((2, 5, 32))
+        >>> tuple(layer(x, causal=True).shape)
+        (2, 5, 32)
+        >>> layer.branch_weights()["kappa"]
+        [0.25, 0.25, 0.25, 0.25]
 
     References:
         Ahmed, Keskar and Socher, "Weighted Transformer Network for Machine

@@ -34,10 +34,10 @@ class EagerEmbedding(keras.layers.Layer):
         reverse: compute tied logits instead of embeddings.
         training: enables embedding dropout.
 
-    Example:
-    >>> layer = EagerEmbedding(100, 8)
-    >>> tuple(layer([np.ones((2, 5), "int32"), np.ones((2, 5), "int32")]).shape)
-    (2, 5, 16)
+    Examples:
+        >>> layer = EagerEmbedding(100, 8)
+        >>> tuple(layer([np.ones((2, 5), "int32"), np.ones((2, 5), "int32")]).shape)
+        (2, 5, 16)
 
     References:
         Press & Smith, You May Not Need Attention, 2018; Merity et al.,

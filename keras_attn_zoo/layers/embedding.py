@@ -47,11 +47,11 @@ class SharedEmbedding(keras.layers.Layer):
         reverse: compute the tied logits instead.
         training: Python bool, enables dropout.
 
-    Example:
-    >>> embedding = SharedEmbedding(vocabulary_size=100, embedding_dim=16)
-    >>> hidden = embedding(keras.ops.ones((2, 5), "int32"))
-    >>> tuple(hidden.shape), tuple(embedding(hidden, reverse=True).shape)
-    ((2, 5, 16), (2, 5, 100))
+    Examples:
+        >>> embedding = SharedEmbedding(vocabulary_size=100, embedding_dim=16)
+        >>> hidden = embedding(keras.ops.ones((2, 5), "int32"))
+        >>> tuple(hidden.shape), tuple(embedding(hidden, reverse=True).shape)
+        ((2, 5, 16), (2, 5, 100))
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017, sections

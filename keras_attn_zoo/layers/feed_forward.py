@@ -22,12 +22,12 @@ class FeedForward(keras.layers.Layer):
         x: `[..., d]`.
         training: Python bool, enables dropout.
 
-    Example:
-    >>> ffn = FeedForward(intermediate_dim=32)
-    >>> tuple(ffn(keras.ops.ones((2, 5, 16))).shape)
-    (2, 5, 16)
-    >>> [tuple(dense.kernel.shape) for dense in ffn.dense_layers()]
-    [(16, 32), (32, 16)]
+    Examples:
+        >>> ffn = FeedForward(intermediate_dim=32)
+        >>> tuple(ffn(keras.ops.ones((2, 5, 16))).shape)
+        (2, 5, 16)
+        >>> [tuple(dense.kernel.shape) for dense in ffn.dense_layers()]
+        [(16, 32), (32, 16)]
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section

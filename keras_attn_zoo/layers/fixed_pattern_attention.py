@@ -48,8 +48,8 @@ def check_max_length(length, max_length, what="sequence"):
 
     Raises:
         ValueError: for a Python int above the limit. In a TensorFlow graph the
-        returned tensor depends on an assertion that fails at run time with
-        `InvalidArgumentError` naming `max_length` and the length.
+            returned tensor depends on an assertion that fails at run time with
+            `InvalidArgumentError` naming `max_length` and the length.
     """
     if max_length is None:
         return length
@@ -84,12 +84,7 @@ class FixedPatternAttention(HeadedAttention):
         use_bias: whether the value and output projections have biases.
 
     Call arguments:
-        query: `[B, T, d]`.
-        context: `[B, S, d]` keys/values; `None` means self-attention.
-        context_mask: boolean `[B, S]`, `True` for real (unpadded) keys.
-        causal: mask keys after each query (decoder self-attention).
-        training: Python bool, enables dropout.
-        return_attention: also return the weights `[B, h, T, S]` (float32).
+        as `MultiHeadAttention`.
 
     A subclass whose pattern needs inputs (RAN's `attention_matrix`) adds them
     to its own `call` and `step` and forwards them to `_attend_sequence` and
@@ -97,15 +92,15 @@ class FixedPatternAttention(HeadedAttention):
     subclass with weights of its own (the Synthesizer's logits) creates them
     in its `build` after calling this class's.
 
-    Example:
-    >>> class Uniform(FixedPatternAttention):
-    ...     def _pattern(self, query_start, query_length, key_length):
-    ...         return keras.ops.zeros((self.num_heads, query_length, key_length))
-    >>> layer = Uniform(num_heads=2, key_dim=8)
-    >>> output, weights = layer(keras.random.normal((2, 5, 16)), causal=True,
-    ...                         return_attention=True)
-    >>> [round(float(w), 3) for w in weights[0, 0, 2]]
-    [0.333, 0.333, 0.333, 0.0, 0.0]
+    Examples:
+        >>> class Uniform(FixedPatternAttention):
+        ...     def _pattern(self, query_start, query_length, key_length):
+        ...         return keras.ops.zeros((self.num_heads, query_length, key_length))
+        >>> layer = Uniform(num_heads=2, key_dim=8)
+        >>> output, weights = layer(keras.random.normal((2, 5, 16)), causal=True,
+        ...                         return_attention=True)
+        >>> [round(float(w), 3) for w in weights[0, 0, 2]]
+        [0.333, 0.333, 0.333, 0.0, 0.0]
 
     References:
         Zeng et al., "Recurrent Attention for Neural Machine Translation",

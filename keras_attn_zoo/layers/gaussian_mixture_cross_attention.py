@@ -115,13 +115,13 @@ class GaussianMixtureCrossAttention(MultiHeadAttention):
     receive the mask; counting it is exact and cheap) and returns gamma as the
     attention weights `[B, h, 1, S]`.
 
-    Example:
-    >>> layer = GaussianMixtureCrossAttention(num_heads=2, key_dim=8)
-    >>> target = keras.random.normal((2, 5, 16))
-    >>> source = keras.random.normal((2, 7, 16))
-    >>> output, parts = layer(target, source, return_components=True)
-    >>> tuple(output.shape), tuple(parts["mixture"].shape), tuple(parts["mu"].shape)
-    ((2, 5, 16), (2, 2, 5, 7), (2, 2, 5, 4))
+    Examples:
+        >>> layer = GaussianMixtureCrossAttention(num_heads=2, key_dim=8)
+        >>> target = keras.random.normal((2, 5, 16))
+        >>> source = keras.random.normal((2, 7, 16))
+        >>> output, parts = layer(target, source, return_components=True)
+        >>> tuple(output.shape), tuple(parts["mixture"].shape), tuple(parts["mu"].shape)
+        ((2, 5, 16), (2, 2, 5, 7), (2, 2, 5, 4))
 
     References:
         Zhang & Feng, "Modeling Concentrated Cross-Attention for Neural

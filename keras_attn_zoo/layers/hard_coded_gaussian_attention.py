@@ -43,13 +43,12 @@ class HardCodedGaussianAttention(FixedPatternAttention):
         use_bias: biases of the value and output projections.
 
     Call arguments:
-        as `MultiHeadAttention` (query, context, context_mask, causal,
-        training, return_attention).
+        as `MultiHeadAttention`.
 
-    Example:
-    >>> layer = HardCodedGaussianAttention(num_heads=2, key_dim=8, offsets=(-1, 0))
-    >>> tuple(layer(keras.random.normal((2, 5, 16)), causal=True).shape)
-    (2, 5, 16)
+    Examples:
+        >>> layer = HardCodedGaussianAttention(num_heads=2, key_dim=8, offsets=(-1, 0))
+        >>> tuple(layer(keras.random.normal((2, 5, 16)), causal=True).shape)
+        (2, 5, 16)
 
     References:
         You, Sun and Iyyer, "Hard-Coded Gaussian Attention for Neural Machine

@@ -24,15 +24,13 @@ class HeadedAttention(keras.layers.Layer):
         use_bias: whether the projections have biases.
 
     Call arguments:
-        those of the zoo's attention protocol, defined by each subclass (see
-        `MultiHeadAttention`): `query`, `context`, `context_mask`, `causal`,
-        `training`, `return_attention`.
+        as `MultiHeadAttention`.
 
-    Example:
-    >>> from keras_attn_zoo.layers import MultiHeadAttention
-    >>> layer = MultiHeadAttention(num_heads=2, key_dim=8, dropout=0.1)
-    >>> isinstance(layer, HeadedAttention), layer.get_config()["dropout"]
-    (True, 0.1)
+    Examples:
+        >>> from keras_attn_zoo.layers import MultiHeadAttention
+        >>> layer = MultiHeadAttention(num_heads=2, key_dim=8, dropout=0.1)
+        >>> isinstance(layer, HeadedAttention), layer.get_config()["dropout"]
+        (True, 0.1)
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (multi-head

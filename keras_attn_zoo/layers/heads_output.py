@@ -19,10 +19,10 @@ class HeadsOutput(keras.layers.Layer):
     Call arguments:
         inputs: `[..., h, k]` attended heads.
 
-    Example:
-    >>> output = HeadsOutput(output_dim=16)
-    >>> tuple(output(keras.ops.ones((3, 5, 2, 4))).shape)
-    (3, 5, 16)
+    Examples:
+        >>> output = HeadsOutput(output_dim=16)
+        >>> tuple(output(keras.ops.ones((3, 5, 2, 4))).shape)
+        (3, 5, 16)
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (the output

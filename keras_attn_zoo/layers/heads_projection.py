@@ -26,10 +26,10 @@ class HeadsProjection(keras.layers.Layer):
         inputs: `[..., d]` in any float dtype (computed in the layer's compute
             dtype).
 
-    Example:
-    >>> projection = HeadsProjection(num_heads=2, key_dim=4)
-    >>> tuple(projection(keras.ops.ones((3, 5, 16))).shape)
-    (3, 5, 2, 4)
+    Examples:
+        >>> projection = HeadsProjection(num_heads=2, key_dim=4)
+        >>> tuple(projection(keras.ops.ones((3, 5, 16))).shape)
+        (3, 5, 2, 4)
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (the

@@ -28,11 +28,11 @@ class LayerDrop(keras.layers.Layer):
             `build`).
         training: Python bool; only while training is a block skipped.
 
-    Example:
-    >>> drop = LayerDrop(rate=1.0)
-    >>> x, y = keras.ops.zeros((2, 3)), keras.ops.ones((2, 3))
-    >>> float(keras.ops.sum(drop(x, y, training=True))), float(keras.ops.sum(drop(x, y)))
-    (0.0, 6.0)
+    Examples:
+        >>> drop = LayerDrop(rate=1.0)
+        >>> x, y = keras.ops.zeros((2, 3)), keras.ops.ones((2, 3))
+        >>> float(keras.ops.sum(drop(x, y, training=True))), float(keras.ops.sum(drop(x, y)))
+        (0.0, 6.0)
 
     References:
         Fan, Grave and Joulin, "Reducing Transformer Depth on Demand with

@@ -19,9 +19,9 @@ class Maxout(keras.layers.Layer):
     Call arguments:
         inputs: `[..., units * pool_size]` (a clear error otherwise).
 
-    Example:
-    >>> keras.ops.convert_to_numpy(Maxout(2)(keras.ops.array([[1.0, 3.0, 5.0, -1.0]])))
-    array([[3., 5.]], dtype=float32)
+    Examples:
+        >>> keras.ops.convert_to_numpy(Maxout(2)(keras.ops.array([[1.0, 3.0, 5.0, -1.0]])))
+        array([[3., 5.]], dtype=float32)
 
     References:
         Goodfellow et al., "Maxout Networks", ICML 2013.

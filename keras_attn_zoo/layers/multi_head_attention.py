@@ -40,11 +40,11 @@ class MultiHeadAttention(HeadedAttention):
         training: Python bool, enables dropout.
         return_attention: also return the weights `[B, h, T, S]` (float32).
 
-    Example:
-    >>> layer = MultiHeadAttention(num_heads=2, key_dim=8)
-    >>> x = keras.random.normal((2, 5, 16))
-    >>> tuple(layer(x, causal=True).shape)
-    (2, 5, 16)
+    Examples:
+        >>> layer = MultiHeadAttention(num_heads=2, key_dim=8)
+        >>> x = keras.random.normal((2, 5, 16))
+        >>> tuple(layer(x, causal=True).shape)
+        (2, 5, 16)
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017.

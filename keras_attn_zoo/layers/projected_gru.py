@@ -3,7 +3,6 @@
 
 import keras
 from keras import ops
-from keras.src import tree
 
 from keras_attn_zoo.layers.projected_recurrent import cudnn_possible
 from keras_attn_zoo.layers.projected_recurrent import run_projected
@@ -61,17 +60,23 @@ class GRU(keras.layers.GRU):
     Same arguments, weights and results as `keras.layers.GRU` (see
     `layers.projected_recurrent` for when it uses Keras' own loop instead).
 
-    Example:
-    >>> layer = ProjectedGRU(4, return_sequences=True)
-    >>> tuple(layer(np.ones((2, 3, 5), "float32")).shape)
-    (2, 3, 4)
+    Call arguments:
+        sequences: `[B, T, features]`.
+        initial_state: the state to start from; None: zeros.
+        mask: boolean `[B, T]`, False for steps to skip.
+        training: Python bool, enables dropout (which runs Keras' own loop).
+
+    Examples:
+        >>> layer = ProjectedGRU(4, return_sequences=True)
+        >>> tuple(layer(np.ones((2, 3, 5), "float32")).shape)
+        (2, 3, 4)
     """
 
     def inner_loop(self, sequences, initial_state, mask, training=False):
         cell = self.cell
         if uses_cell_dropout(cell, training) or cudnn_possible(self):
             return super().inner_loop(sequences, initial_state, mask, training=training)
-        if tree.is_nested(initial_state):
+        if keras.tree.is_nested(initial_state):
             initial_state = initial_state[0]
         units = cell.units
         input_bias, recurrent_bias = gru_biases(cell)

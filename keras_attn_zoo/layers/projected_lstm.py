@@ -23,11 +23,14 @@ class LSTM(keras.layers.LSTM):
     Same arguments, weights and results as `keras.layers.LSTM` (see
     `layers.projected_recurrent` for when it uses Keras' own loop instead).
 
-    Example:
-    >>> outputs, hidden, carry = ProjectedLSTM(4, return_sequences=True, return_state=True)(
-    ...     np.ones((2, 3, 5), "float32"))
-    >>> tuple(outputs.shape), tuple(carry.shape)
-    ((2, 3, 4), (2, 4))
+    Call arguments:
+        as `layers.projected_gru.GRU`.
+
+    Examples:
+        >>> outputs, hidden, carry = ProjectedLSTM(4, return_sequences=True, return_state=True)(
+        ...     np.ones((2, 3, 5), "float32"))
+        >>> tuple(outputs.shape), tuple(carry.shape)
+        ((2, 3, 4), (2, 4))
     """
 
     def inner_loop(self, sequences, initial_state, mask, training=False):

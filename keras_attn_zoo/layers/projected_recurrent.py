@@ -25,8 +25,9 @@ Measured (issue 36, `benchmarks/rnn_throughput.py`): see docs/speed.md's
 
 import keras
 from keras import ops
+# Keras exports no public form of the loop its RNN layers run (`inner_loop`
+# calls this one); a subclass that replaces `inner_loop` must call it too.
 from keras.src import backend as keras_backend
-from keras.src import tree
 
 
 def cudnn_possible(layer):
@@ -41,10 +42,12 @@ def cudnn_possible(layer):
 
 
 def uses_cell_dropout(cell, training):
+    """Whether the cell drops inputs or states in this call (training with a rate in (0, 1))."""
     return bool(training) and (0.0 < cell.dropout < 1.0 or 0.0 < cell.recurrent_dropout < 1.0)
 
 
 def time_major(tensor):
+    """`[B, T, ...]` as `[T, B, ...]`."""
     return ops.transpose(tensor, (1, 0) + tuple(range(2, len(tensor.shape))))
 
 
@@ -55,7 +58,7 @@ def run_projected(layer, step, projected, initial_state, mask):
     transposed before their projection (`d` features, not `gates`), and the
     outputs are transposed back here.
     """
-    if tree.is_nested(mask):
+    if keras.tree.is_nested(mask):
         mask = mask[0]
     if mask is not None:
         mask = time_major(mask)

@@ -29,13 +29,12 @@ class RandomSynthesizerAttention(FixedPatternAttention):
         logits_initializer: initializer of `R`.
 
     Call arguments:
-        as `MultiHeadAttention` (query, context, context_mask, causal,
-        training, return_attention).
+        as `MultiHeadAttention`.
 
-    Example:
-    >>> layer = RandomSynthesizerAttention(num_heads=2, key_dim=8, max_length=32)
-    >>> tuple(layer(keras.random.normal((2, 5, 16)), causal=True).shape)
-    (2, 5, 16)
+    Examples:
+        >>> layer = RandomSynthesizerAttention(num_heads=2, key_dim=8, max_length=32)
+        >>> tuple(layer(keras.random.normal((2, 5, 16)), causal=True).shape)
+        (2, 5, 16)
 
     References:
         Tay et al., "Synthesizer: Rethinking Self-Attention in Transformer

@@ -45,14 +45,14 @@ class RecurrentAttention(FixedPatternAttention):
         attention_matrix: `A_l` `[h, >= T, >= T]` (rows and keys beyond `T`
             are ignored).
 
-    Example:
-    >>> from keras_attn_zoo.layers import RecurrentAttentionMatrices
-    >>> stack = RecurrentAttentionMatrices(num_heads=2, max_length=16, num_layers=1)
-    >>> layer = RecurrentAttention(num_heads=2, key_dim=8)
-    >>> x = keras.random.normal((4, 10, 16))
-    >>> matrix = stack(keras.ops.zeros((4, 10), "int32"))[0]["attention_matrix"]
-    >>> tuple(layer(x, causal=True, attention_matrix=matrix).shape)
-    (4, 10, 16)
+    Examples:
+        >>> from keras_attn_zoo.layers import RecurrentAttentionMatrices
+        >>> stack = RecurrentAttentionMatrices(num_heads=2, max_length=16, num_layers=1)
+        >>> layer = RecurrentAttention(num_heads=2, key_dim=8)
+        >>> x = keras.random.normal((4, 10, 16))
+        >>> matrix = stack(keras.ops.zeros((4, 10), "int32"))[0]["attention_matrix"]
+        >>> tuple(layer(x, causal=True, attention_matrix=matrix).shape)
+        (4, 10, 16)
 
     References:
         Zeng et al., "Recurrent Attention for Neural Machine Translation",

@@ -54,11 +54,11 @@ class RecurrentAttentionMatrices(keras.layers.Layer):
         A list of `L` dicts `{"attention_matrix": A_l[:, :length, :length]}`,
         the extra inputs of the stack's `L` `RecurrentAttention` layers.
 
-    Example:
-    >>> stack = RecurrentAttentionMatrices(num_heads=2, max_length=16, num_layers=3)
-    >>> matrices = stack(keras.ops.zeros((4, 10), "int32"))
-    >>> len(matrices), tuple(matrices[0]["attention_matrix"].shape)
-    (3, (2, 10, 10))
+    Examples:
+        >>> stack = RecurrentAttentionMatrices(num_heads=2, max_length=16, num_layers=3)
+        >>> matrices = stack(keras.ops.zeros((4, 10), "int32"))
+        >>> len(matrices), tuple(matrices[0]["attention_matrix"].shape)
+        (3, (2, 10, 10))
 
     References:
         Zeng et al., "Recurrent Attention for Neural Machine Translation",

@@ -29,8 +29,11 @@ class RNNSearchDecoder(keras.layers.Layer):
     with the same sublayers (the model's `decode_step`).
 
     Args:
-        vocabulary_size, embedding_dim, hidden_dim, attention_dim: sizes; the
-            memory (encoder output) has `2 * hidden_dim` features.
+        vocabulary_size: target vocabulary size.
+        embedding_dim: target embedding width.
+        hidden_dim: GRU units; the memory (encoder output) has
+            `2 * hidden_dim` features.
+        attention_dim: width of the attention's hidden layer.
         output: `"maxout"` or `"dense"` (see `models.bahdanau_rnn`).
         maxout_dim: maxout units l (the readout has 2l before pooling).
         dropout: dropout on target embeddings and the readout.
@@ -48,10 +51,10 @@ class RNNSearchDecoder(keras.layers.Layer):
         training: Python bool.
         return_attention: also return float32 weights `[B, T, S]`.
 
-    Example:
-    >>> decoder = RNNSearchDecoder(50, 8, 16, 16)
-    >>> logits = decoder(keras.ops.ones((2, 3), "int32"),
-    ...                  keras.random.normal((2, 5, 32)), keras.ops.ones((2, 5), "bool"))
+    Examples:
+        >>> decoder = RNNSearchDecoder(50, 8, 16, 16)
+        >>> logits = decoder(keras.ops.ones((2, 3), "int32"),
+        ...                  keras.random.normal((2, 5, 32)), keras.ops.ones((2, 5), "bool"))
 
     References:
         Bahdanau et al., ICLR 2015, appendix A.2.2.

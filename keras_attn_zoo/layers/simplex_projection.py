@@ -98,9 +98,9 @@ class SimplexProjection(keras.constraints.Constraint):
         min_weight: lower bound of every coordinate (0: the plain simplex, as
             in the paper; see the module docstring for why a floor can help).
 
-    Example:
-    >>> keras.ops.convert_to_numpy(SimplexProjection()(keras.ops.array([2.0, 0.0])))
-    array([1., 0.], dtype=float32)
+    Examples:
+        >>> keras.ops.convert_to_numpy(SimplexProjection()(keras.ops.array([2.0, 0.0])))
+        array([1., 0.], dtype=float32)
     """
 
     def __init__(self, min_weight=0.0):

@@ -69,16 +69,18 @@ class TransformerBlock(keras.layers.Layer):
             (fairseq's name; default 0: none).
 
     Call arguments:
-        those of the subclass (`TransformerEncoderBlock`,
-        `TransformerDecoderBlock`); both take `training` and
-        `return_attention`.
+        x: `[B, T, d]`; the subclass (`TransformerEncoderBlock`,
+            `TransformerDecoderBlock`) defines the others.
+        training: Python bool, enables dropout.
+        return_attention: also return the attention maps (see the module
+            docstring).
 
-    Example:
-    >>> from keras_attn_zoo.layers import TransformerEncoderBlock
-    >>> from keras_attn_zoo.layers import MultiHeadAttention
-    >>> block = TransformerEncoderBlock(MultiHeadAttention(2, 8), 32)
-    >>> isinstance(block, TransformerBlock), tuple(block(keras.ops.ones((2, 5, 16))).shape)
-    (True, (2, 5, 16))
+    Examples:
+        >>> from keras_attn_zoo.layers import TransformerEncoderBlock
+        >>> from keras_attn_zoo.layers import MultiHeadAttention
+        >>> block = TransformerEncoderBlock(MultiHeadAttention(2, 8), 32)
+        >>> isinstance(block, TransformerBlock), tuple(block(keras.ops.ones((2, 5, 16))).shape)
+        (True, (2, 5, 16))
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017 (post-norm).

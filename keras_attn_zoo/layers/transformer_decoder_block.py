@@ -14,14 +14,19 @@ class TransformerDecoderBlock(TransformerBlock):
     Args:
         self_attention: causal self-attention layer (attention protocol).
         cross_attention: cross-attention layer over the encoder output.
-        intermediate_dim, dropout, activation, norm_first, use_feed_forward,
-        activation_dropout: as in `TransformerEncoderBlock`.
+        intermediate_dim: inner width of the feed-forward network.
+
+    Keyword Args:
+        **kwargs: those of `TransformerEncoderBlock` (`dropout`, `activation`,
+            `norm_first`, `use_feed_forward`, `activation_dropout`) and of
+            `keras.layers.Layer` (`name`, `dtype`).
 
     Call arguments:
         x: `[B, T, d]` decoder input.
         memory: `[B, S, d]` encoder output.
         memory_mask: boolean `[B, S]`, `True` for real source tokens.
-        self_attention_inputs / cross_attention_inputs: extra inputs.
+        self_attention_inputs: dict of extra inputs for the self-attention.
+        cross_attention_inputs: dict of extra inputs for the cross-attention.
         training: Python bool.
         return_attention: also return `{"self": [B, h, T, T], "cross": [B, h,
             T, S], ...}` (see `layers.transformer_blocks`).
@@ -30,14 +35,14 @@ class TransformerDecoderBlock(TransformerBlock):
     memory_mask)` run one target position at a time with the attention
     layers' caches (incremental decoding).
 
-    Example:
-    >>> from keras_attn_zoo.layers import MultiHeadAttention
-    >>> block = TransformerDecoderBlock(
-    ...     MultiHeadAttention(2, 8), MultiHeadAttention(2, 8), intermediate_dim=32)
-    >>> target, memory = keras.random.normal((2, 4, 16)), keras.random.normal((2, 6, 16))
-    >>> output, maps = block(target, memory, return_attention=True)
-    >>> tuple(output.shape), tuple(maps["cross"].shape)
-    ((2, 4, 16), (2, 2, 4, 6))
+    Examples:
+        >>> from keras_attn_zoo.layers import MultiHeadAttention
+        >>> block = TransformerDecoderBlock(
+        ...     MultiHeadAttention(2, 8), MultiHeadAttention(2, 8), intermediate_dim=32)
+        >>> target, memory = keras.random.normal((2, 4, 16)), keras.random.normal((2, 6, 16))
+        >>> output, maps = block(target, memory, return_attention=True)
+        >>> tuple(output.shape), tuple(maps["cross"].shape)
+        ((2, 4, 16), (2, 2, 4, 6))
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.1.
@@ -96,6 +101,7 @@ class TransformerDecoderBlock(TransformerBlock):
         return x, {**named_maps(self_maps, "self"), **named_maps(cross_maps, "cross")}
 
     def initial_cache(self, batch_size, max_length, memory):
+        """The self- and cross-attention caches for `max_length` steps over `memory`."""
         return {
             "self": self.self_attention.initial_cache(batch_size, max_length),
             "cross": self.cross_attention.initial_cache(

@@ -14,12 +14,15 @@ class TransformerEncoderBlock(TransformerBlock):
     Args:
         self_attention: an attention layer (the zoo's attention protocol).
         intermediate_dim: inner width of the feed-forward network.
+
+    Keyword Args:
         dropout: residual dropout.
         activation: feed-forward activation.
         norm_first: pre-norm (`True`) or the original post-norm (`False`).
         use_feed_forward: `False` when the attention layer has its own FFNs.
         activation_dropout: dropout after the feed-forward activation
             (fairseq's name; default 0: none).
+        **kwargs: the rest go to `keras.layers.Layer` (`name`, `dtype`).
 
     Call arguments:
         x: `[B, S, d]`.
@@ -29,14 +32,14 @@ class TransformerEncoderBlock(TransformerBlock):
         return_attention: also return `{"self": [B, h, S, S], ...}` (see
             `layers.transformer_blocks`).
 
-    Example:
-    >>> from keras_attn_zoo.layers import MultiHeadAttention
-    >>> block = TransformerEncoderBlock(MultiHeadAttention(2, 8), intermediate_dim=32)
-    >>> x = keras.random.normal((2, 5, 16))
-    >>> mask = keras.ops.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "bool")
-    >>> output, maps = block(x, padding_mask=mask, return_attention=True)
-    >>> tuple(output.shape), tuple(maps["self"].shape)
-    ((2, 5, 16), (2, 2, 5, 5))
+    Examples:
+        >>> from keras_attn_zoo.layers import MultiHeadAttention
+        >>> block = TransformerEncoderBlock(MultiHeadAttention(2, 8), intermediate_dim=32)
+        >>> x = keras.random.normal((2, 5, 16))
+        >>> mask = keras.ops.array([[1, 1, 1, 1, 1], [1, 1, 1, 0, 0]], "bool")
+        >>> output, maps = block(x, padding_mask=mask, return_attention=True)
+        >>> tuple(output.shape), tuple(maps["self"].shape)
+        ((2, 5, 16), (2, 2, 5, 5))
 
     References:
         Vaswani et al., "Attention Is All You Need", NeurIPS 2017, section 3.1.

@@ -185,11 +185,11 @@ class BahdanauRNN(ZooModel):
         max_length: None (no limit) or the longest accepted sequence.
         seed: seed of scheduled sampling and in-loop dropout.
 
-    Example:
-    >>> model = BahdanauRNN(8000, embedding_dim=256, hidden_dim=512, output="dense")
-    >>> memory = model.encode(source_ids)
-    >>> state = model.initial_state(memory, max_length=20)
-    >>> logits, state = model.decode_step(bos, 0, state)  # state["attention"]: [B, S]
+    Examples:
+        >>> model = BahdanauRNN(8000, embedding_dim=256, hidden_dim=512, output="dense")
+        >>> memory = model.encode(source_ids)
+        >>> state = model.initial_state(memory, max_length=20)
+        >>> logits, state = model.decode_step(bos, 0, state)  # state["attention"]: [B, S]
 
     References:
         Bahdanau, Cho, Bengio, ICLR 2015 (arXiv:1409.0473).
@@ -340,6 +340,7 @@ class BahdanauRNN(ZooModel):
         return float(ops.convert_to_numpy(self.decoder.teacher_forcing))
 
     def set_teacher_forcing_ratio(self, probability):
+        """Sets the probability of feeding the reference token (scheduled sampling)."""
         if not self.decoder.scheduled_sampling:
             raise ValueError(
                 "This model was built without scheduled sampling; build it with "
@@ -406,8 +407,8 @@ def bahdanau_rnn(vocabulary_size, preset="small", **overrides):
         A `BahdanauRNN`: inputs `{"source_ids", "target_ids"}`, output float32
         logits `[batch, target_length, vocabulary_size]`.
 
-    Example:
-    >>> model = bahdanau_rnn(8000, preset="tiny")
+    Examples:
+        >>> model = bahdanau_rnn(8000, preset="tiny")
     """
     config = resolve_preset(BAHDANAU_PRESETS, preset, overrides, MODEL_ARGUMENTS)
     config.setdefault("name", "bahdanau_rnn")

@@ -118,8 +118,8 @@ def hard_coded_transformer(
             self-attention kinds); `attention_options={"hard_coded_gaussian":
             {"encoder_offsets": [...], "decoder_offsets": [...]}}`.
 
-    Example:
-    >>> model = hard_coded_transformer(8000, preset="tiny")
+    Examples:
+        >>> model = hard_coded_transformer(8000, preset="tiny")
 
     References:
         You, Sun and Iyyer, "Hard-Coded Gaussian Attention for Neural Machine
@@ -152,8 +152,8 @@ def synthesizer_transformer(
         **overrides: any `Seq2SeqTransformer` argument (not the
             self-attention kinds).
 
-    Example:
-    >>> model = synthesizer_transformer(8000, preset="tiny", max_length=64)
+    Examples:
+        >>> model = synthesizer_transformer(8000, preset="tiny", max_length=64)
 
     References:
         Tay et al., "Synthesizer: Rethinking Self-Attention in Transformer

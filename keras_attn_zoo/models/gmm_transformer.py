@@ -161,8 +161,8 @@ def gmm_transformer(
         `"gaussian_mixture"`. The parameter cost is 17,485 per mixture layer at
         base size (6 layers: +104,910, the paper's 63.1M -> 63.2M).
 
-    Example:
-    >>> model = gmm_transformer(8000, preset="tiny", gmm_layers=[-1])
+    Examples:
+        >>> model = gmm_transformer(8000, preset="tiny", gmm_layers=[-1])
     """
     reject_slot_overrides("gmm_transformer", overrides, (CROSS,),
                           "the mixture fills the cross-attention")

@@ -166,8 +166,8 @@ def ran_transformer(
     Returns:
         A `Seq2SeqTransformer`.
 
-    Example:
-    >>> model = ran_transformer(8000, preset="tiny", apply_to="all", max_length=64)
+    Examples:
+        >>> model = ran_transformer(8000, preset="tiny", apply_to="all", max_length=64)
 
     References:
         Zeng et al., "Recurrent Attention for Neural Machine Translation",

@@ -128,8 +128,11 @@ class Seq2SeqTransformer(ZooModel):
     Args:
         vocabulary_size: size of the joint vocabulary (embeddings are shared
             between source, target and the output layer).
-        model_dim, intermediate_dim, num_heads: widths.
-        num_encoder_layers, num_decoder_layers: depths.
+        model_dim: the model's width d.
+        intermediate_dim: the feed-forward networks' inner width.
+        num_heads: attention heads.
+        num_encoder_layers: encoder blocks.
+        num_decoder_layers: decoder blocks.
         dropout: residual and embedding dropout.
         attention_dropout: dropout on attention weights (of the attention
             layers that take it: dot-product, the Gaussian mixture, the
@@ -152,8 +155,10 @@ class Seq2SeqTransformer(ZooModel):
             the token ids alone, so a skipped block passes it through
             unchanged (the next block gets its own matrix, as at inference).
         norm_first: pre-norm instead of the paper's post-norm.
-        encoder_self_attention, decoder_self_attention, cross_attention:
-            attention kind names (see `models.attention_kinds`).
+        encoder_self_attention: the encoder self-attention's kind name (see
+            `models.attention_kinds`).
+        decoder_self_attention: the decoder self-attention's kind name.
+        cross_attention: the cross-attention's kind name.
         attention_options: options per kind name, e.g. `{"gaussian_mixture":
             {"num_components": 4}}`; the kinds' defaults fill the rest and the
             model keeps the full dict in its config. (A flat dict, whose keys

@@ -20,8 +20,8 @@ def transformer(vocabulary_size, preset="small", **overrides):
         A `Seq2SeqTransformer`: inputs `{"source_ids", "target_ids"}`, output
         float32 logits `[batch, target_length, vocabulary_size]`.
 
-    Example:
-    >>> model = transformer(8000, preset="tiny")
+    Examples:
+        >>> model = transformer(8000, preset="tiny")
     """
     config = resolve_preset(TRANSFORMER_PRESETS, preset, overrides, MODEL_ARGUMENTS)
     config.setdefault("name", "transformer")

@@ -263,10 +263,10 @@ def weighted_transformer(
     Returns:
         A `Seq2SeqTransformer`; `weighted_branch_weights(model)` reads κ/α.
 
-    Example:
-    >>> model = weighted_transformer(8000, preset="tiny")
-    >>> sorted(weighted_branch_weights(model)["encoder_self_attention_0"])
-    ['alpha', 'kappa']
+    Examples:
+        >>> model = weighted_transformer(8000, preset="tiny")
+        >>> sorted(weighted_branch_weights(model)["encoder_self_attention_0"])
+        ['alpha', 'kappa']
     """
     reject_slot_overrides(
         "weighted_transformer", overrides, SLOTS,

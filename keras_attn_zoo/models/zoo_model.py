@@ -148,8 +148,8 @@ class ZooModel(keras.Model):
         return {}
 
     def check_length(self, length, what="sequence"):
-        """Raises a clear error when `length` exceeds `max_length` (None: no limit)."""
-        limit = self.zoo_config.get("max_length")
+        """Raises a clear error when `length` exceeds `max_decode_length` (None: no limit)."""
+        limit = self.max_decode_length
         if limit is not None and length > limit:
             raise ValueError(
                 f"The {what} has {length} tokens but this model's max_length is "
@@ -189,7 +189,7 @@ class ZooModel(keras.Model):
         a length error (fixed-size attention tables) or training positions the
         model refuses to translate.
         """
-        limit = self.zoo_config.get("max_length")
+        limit = self.max_decode_length
         return max_length if limit is None else min(max_length, int(limit))
 
     def training_data(self, pairs, tokenizer, *, batch_tokens, max_length, seed,

@@ -89,14 +89,14 @@ def teacher_forcing_batch(processor, pairs):
 def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6, translator=None):
     """`texts -> translations` with the zoo's exported beam search, for any model.
 
-    `keras_attn_zoo.export.Translator` applies the model's own hooks (the eager
+    `keras_attn_zoo.inference.Translator` applies the model's own hooks (the eager
     translator's decoding rules and clean-up included). `translator`: the run's
     `Translator` of `model`, searching here with `beam_size` and
     `length_penalty` (its traced functions take them as inputs); None: one is
     built.
     """
     if translator is None:
-        from keras_attn_zoo.export import Translator
+        from keras_attn_zoo.inference import Translator
 
         translator = Translator(model, tokenizer, beam_size=beam_size,
                                 length_penalty=length_penalty)
@@ -279,13 +279,15 @@ class DevTranslationMonitor(_Monitor):
     """`dev/bleu`, `dev/chrf` (scalars) and `dev/translations` (text).
 
     Args:
-        model, tokenizer: the model being trained and its SentencePiece vocabulary.
+        model: the model being trained.
+        tokenizer: its SentencePiece vocabulary.
         pairs: dev `(source, reference)` pairs; the first `max_sentences`
             that fit the model are translated.
         every: steps between evaluations.
         max_sentences: dev subset size for BLEU/chrF.
         num_examples: translations shown in the text table.
-        beam_size, length_penalty: the search (as exported).
+        beam_size: the search's beam (as exported).
+        length_penalty: the search's length penalty (as exported).
         max_time_share: the most of the wall time the evaluations may take
             (see `_Monitor`; default 5%); None: every `every` steps.
         translator: the run's `Translator` of `model` to search with (None:
@@ -354,7 +356,8 @@ class AttentionMonitor(_Monitor):
     attention (RAN's matrices) and GMM gates.
 
     Args:
-        model, tokenizer: the model being trained and its vocabulary.
+        model: the model being trained.
+        tokenizer: its vocabulary.
         pairs: dev pairs; the first `num_sentences` with at most `max_pieces`
             pieces per side (and fitting the model) are drawn, teacher forced on
             their references.
@@ -503,7 +506,8 @@ def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=1
         bleu_sentences: dev pairs translated for BLEU/chrF.
         num_examples: translations in the text table.
         num_attention_sentences: fixed dev sentences drawn as heat maps.
-        beam_size, length_penalty: the search used for dev BLEU.
+        beam_size: the beam of the search used for dev BLEU.
+        length_penalty: the length penalty of that search.
         raise_errors: let a failing monitor raise (tests) instead of switching off.
         max_time_share: the most of the wall time the dev evaluations and the
             attention images may take together (default 5%): the dev monitor

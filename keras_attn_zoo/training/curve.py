@@ -96,6 +96,17 @@ class LearningCurve:
         return read_curve(self.curve_path)
 
 
+def clock_seconds(run_dir):
+    """The training clock (all sessions, data preparation and evaluations included)
+    at the run's last kept checkpoint step, where a restart resumes: 0.0 for a run
+    not started. Lets a wall-time cap count every session, not only the next."""
+    path = pathlib.Path(run_dir) / "progress.json"
+    if not path.exists():
+        return 0.0
+    progress = json.loads(path.read_text())
+    return float(progress[max(progress, key=int)]["seconds"]) if progress else 0.0
+
+
 def read_curve(path):
     """The points of a `curve.jsonl` (none when it does not exist)."""
     path = pathlib.Path(path)

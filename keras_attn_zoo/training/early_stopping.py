@@ -73,7 +73,8 @@ class EarlyStopping(DevTranslationMonitor):
     """Evaluates the valid split every `every` steps; keeps the best; stops on a plateau.
 
     Args:
-        model, tokenizer: the model being trained and its vocabulary.
+        model: the model being trained.
+        tokenizer: its vocabulary.
         pairs: the valid `(source, reference)` pairs.
         run_dir: the run directory (`early_stopping.json`, `best/`).
         every: steps between evaluations.
@@ -83,7 +84,8 @@ class EarlyStopping(DevTranslationMonitor):
         min_improvement: how much the metric must beat the best by to count.
         max_sentences: valid pairs evaluated (the first ones that fit the
             model); None: all.
-        beam_size, length_penalty: the search (1: greedy).
+        beam_size: the search's beam (1: greedy).
+        length_penalty: the search's length penalty.
         keep_best: how many of the best evaluations' checkpoints to keep.
         translator: the run's `Translator` of `model` (searching with this
             `beam_size`); None: one is built.

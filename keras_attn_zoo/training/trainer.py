@@ -194,6 +194,7 @@ class Trainer:
         return 0
 
     def save(self):
+        """Writes a checkpoint at the current step (workers other than the chief drop theirs)."""
         if self.checkpoint_manager is not None:
             self.checkpoint_manager.save(checkpoint_number=self.step)
             if not self.is_chief:
@@ -338,8 +339,10 @@ class Trainer:
             make_dataset: `epoch -> tf.data.Dataset` of `(inputs, labels)`
                 global batches; reshuffled per epoch by the caller (seed +
                 epoch) so a resumed run sees the same order.
-            epochs, max_steps, time_budget_seconds: stop conditions (at least
-                one should be set; all default to unbounded).
+            epochs: passes over the data, a stop condition (at least one of
+                the three must be set; each defaults to unbounded).
+            max_steps: optimiser steps, a stop condition.
+            time_budget_seconds: wall time, a stop condition.
             verbose: 1 shows a Keras progress bar.
         """
         if epochs is None and max_steps is None and time_budget_seconds is None:

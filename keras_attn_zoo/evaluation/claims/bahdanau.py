@@ -18,6 +18,13 @@ BAHDANAU_PAPER = "RNNsearch (Bahdanau et al., 2015; seed study)"
 HEATMAP_EXAMPLES = 3
 
 
+def probe(context):
+    """RNNsearch's heat maps (`heatmaps`) join `context.files`; no numbers: `{}`."""
+    heatmaps(context.model, context.stats, context.alignment_layer, context.out_dir,
+             context.files)
+    return {}
+
+
 def heatmaps(model, stats, alignment_layer, out_dir, files):
     """Heat maps of RNNsearch's attention on the first `HEATMAP_EXAMPLES` probed
     pairs, forced to the reference, under ``heatmaps/`` (names added to `files`)."""

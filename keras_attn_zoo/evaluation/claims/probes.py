@@ -2,20 +2,47 @@
 dict the leaderboard stores in the cell's ``"probes"``.
 
 The attention's entropy and its alignment error rate against eflomal's links
-are measured here for every attention model; what one mechanism needs (GMM's
-gates, the Weighted Transformer's κ and α, the RAN matrices, RNNsearch's heat
-maps) comes from that paper's module.
+are measured here for every attention model; what one mechanism needs comes
+from the `probe` of its paper's module (`papers.PAPERS`), given a
+`ProbeContext`, so no mechanism is named here.
 """
 
+import dataclasses
+
+import hashlib
+import json
 import math
 import pathlib
 
 from keras_attn_zoo.evaluation import analysis
 from keras_attn_zoo.evaluation import report
-from keras_attn_zoo.evaluation.claims import bahdanau
-from keras_attn_zoo.evaluation.claims import gmm
-from keras_attn_zoo.evaluation.claims import ran
-from keras_attn_zoo.evaluation.claims import weighted
+from keras_attn_zoo.evaluation.claims.papers import PAPERS
+
+
+@dataclasses.dataclass
+class ProbeContext:
+    """What a paper's `probe(context)` may read: the model and its teacher-forced
+    attention on the probed pairs.
+
+    Attributes:
+        model: the trained zoo model.
+        pairs: the probed `(source, reference)` pairs (those the model accepts).
+        make_batch: `probe_model`'s `make_batch`.
+        batch_size: sentences per teacher-forced pass.
+        stats: `report.attention_statistics` of `pairs`.
+        out_dir: where images go (`pathlib.Path`, created).
+        files: the image paths written, relative to `out_dir`; a probe appends.
+        alignment_layer: the decoder layer the alignment is read from.
+    """
+
+    model: object
+    pairs: list
+    make_batch: object
+    batch_size: int
+    stats: dict
+    out_dir: pathlib.Path
+    files: list
+    alignment_layer: int
 
 
 def align_test_with_eflomal(train_pairs, test_pairs, cache_dir):
@@ -37,6 +64,49 @@ def align_test_with_eflomal(train_pairs, test_pairs, cache_dir):
     train_pairs, test_pairs = list(train_pairs), list(test_pairs)
     links = align_with_eflomal(train_pairs + test_pairs, cache_dir)
     return links[len(train_pairs):]
+
+
+# The probes score AER on the first `PROBED_PAIRS` test pairs (`probe_model`'s
+# max_pairs); the gold links file holds exactly those.
+PROBED_PAIRS = 200
+GOLD_ALIGNER = "eflomal model 3 (IBM1 + HMM + fertility), forward links, aligned with the training pairs"
+
+
+def pairs_digest(pairs):
+    """A fingerprint of `(source, reference)` pairs: the gold links name the pairs
+    they link."""
+    text = "\n".join(f"{source}\t{target}" for source, target in pairs)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()[:16]
+
+
+def gold_links_record(train_pairs, test_pairs, cache_dir, count=PROBED_PAIRS):
+    """eflomal's links of the first `count` test pairs (`align_test_with_eflomal`), as
+    the record a gold links file keeps: aligned once and committed, so that every cell
+    is scored against the same links (eflomal's sampler is unseeded: two runs, or two
+    machines, give different links)."""
+    test_pairs = list(test_pairs)[:count]
+    links = align_test_with_eflomal(train_pairs, test_pairs, cache_dir)
+    lines = [" ".join(f"{i}-{j}" for i, j in pair_links) for pair_links in links]
+    return {"aligner": GOLD_ALIGNER, "pairs": len(test_pairs),
+            "pairs_digest": pairs_digest(test_pairs),
+            "sure_links": sum(len(pair_links) for pair_links in links),
+            "links_digest": hashlib.sha256("\n".join(lines).encode("utf-8")).hexdigest()[:16],
+            "links": lines}
+
+
+def read_gold_links(path, test_pairs):
+    """The Pharaoh lines of a gold links file, checked to link these test pairs (its
+    first ``"pairs"``). Raises ValueError naming the file when they are other pairs."""
+    record = json.loads(pathlib.Path(path).read_text(encoding="utf-8"))
+    pairs = list(test_pairs)[:record["pairs"]]
+    if len(pairs) != record["pairs"] or pairs_digest(pairs) != record["pairs_digest"]:
+        raise ValueError(f"{path} links other test pairs (digest {record['pairs_digest']} of "
+                         f"{record['pairs']} pairs, these {pairs_digest(pairs)} of "
+                         f"{len(pairs)}): delete it to align these, or use their data.")
+    if len(record["links"]) != record["pairs"]:
+        raise ValueError(f"{path} has {len(record['links'])} link lines for "
+                         f"{record['pairs']} pairs.")
+    return record
 
 
 def _gold(item, pair):
@@ -72,11 +142,30 @@ def _alignment(stats, pairs, links, layer):
 
 
 def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
-                max_pairs=200, source_links=None, batch_size=32):
+                max_pairs=PROBED_PAIRS, source_links=None, batch_size=32):
     """What the claims need from one trained model, as a JSON-serialisable dict.
 
     Teacher forced on the references of the first `max_pairs` test pairs
     (those the model accepts; `report.fitting_pairs`), padding excluded.
+
+    The result holds ``{"model", "pairs_probed", "pairs_skipped_too_long",
+    "files", "unavailable"}`` and, where they apply:
+
+    * every attention model: ``"cross_attention_entropy"`` (nats, per
+      decoder layer, heads and real rows averaged; the fused weights for
+      GMM), ``"cross_attention_entropy_mean"``,
+      ``"cross_attention_entropy_by_length"`` (source words: <= 20,
+      21-40, > 40, the GMM paper's Table 6), ``"entropy_per_layer"``
+      (every slot: encoder/decoder self, GMM's dot-product and mixture
+      parts);
+    * with `source_links`: ``"aer"`` (`report.alignment_quality` of the
+      penultimate decoder layer, the last for one layer, heads averaged,
+      plus ``"monotone_aer"``, the AER of a monotone alignment of the same
+      sentences);
+    * what each paper's `probe` returns for this model (GMM's
+      ``"gmm_gate_per_layer"``, the Weighted Transformer's
+      ``"branch_weights"``, RAN's ``"ran_matrix_patterns"``; RNNsearch's heat
+      maps under ``heatmaps/``): see the papers' modules.
 
     Args:
         model: a trained zoo model.
@@ -96,32 +185,7 @@ def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
         batch_size: sentences per teacher-forced pass.
 
     Returns:
-        ``{"model", "pairs_probed", "pairs_skipped_too_long", "files",
-        "unavailable"}`` and, where they apply:
-
-        * every attention model: ``"cross_attention_entropy"`` (nats, per
-          decoder layer, heads and real rows averaged; the fused weights for
-          GMM), ``"cross_attention_entropy_mean"``,
-          ``"cross_attention_entropy_by_length"`` (source words: <= 20,
-          21-40, > 40, the GMM paper's Table 6), ``"entropy_per_layer"``
-          (every slot: encoder/decoder self, GMM's dot-product and mixture
-          parts);
-        * with `source_links`: ``"aer"`` (`report.alignment_quality` of the
-          penultimate decoder layer, the last for one layer, heads averaged,
-          plus ``"monotone_aer"``, the AER of a monotone alignment of the same
-          sentences);
-        * GMM: ``"gmm_gate_per_layer"``, the mean gate g per decoder layer,
-          g being the Gaussian mixture's weight (`gamma = (1 - g) alpha + g
-          beta`); None for a layer without a mixture;
-        * Weighted Transformer: ``"branch_weights"``, per branched layer κ, α
-          and their total-variation distances from uniform;
-        * RAN: ``"ran_matrix_patterns"`` (`attention_pattern` of every layer
-          and head of each RAN stack at the probed sentences' median length,
-          and per slot the share of matrices that look like the paper's) and
-          one grid of heat maps per slot, ``ran/<slot>.png`` (rows layers,
-          columns heads);
-        * RNNsearch: heat maps of its attention on the first three pairs under
-          ``heatmaps/``.
+        The probes, a JSON-serialisable dict (keys above).
     """
     from keras_attn_zoo.data.vocabulary import sentencepiece_processor
     from keras_attn_zoo.evaluation.attention import has_attention
@@ -169,14 +233,9 @@ def probe_model(model, tokenizer, pairs, out_dir, *, model_name, make_batch,
     else:
         unavailable["aer"] = ("no source links given (eflomal's links of the test "
                               "sentences: align_test_with_eflomal).")
-    if "cross_mixture" in stats["entropy"]:
-        result["gmm_gate_per_layer"] = gmm.gate_per_layer(model, pairs, make_batch,
-                                                          batch_size)
-    branches = weighted.branch_weights(model)
-    if branches:
-        result["branch_weights"] = branches
-    patterns = ran.matrix_patterns(model, stats, out_dir, files)
-    if patterns["matrices"]:
-        result["ran_matrix_patterns"] = patterns
-    bahdanau.heatmaps(model, stats, alignment_layer, out_dir, files)
+    context = ProbeContext(model=model, pairs=pairs, make_batch=make_batch,
+                           batch_size=batch_size, stats=stats, out_dir=out_dir, files=files,
+                           alignment_layer=alignment_layer)
+    for paper in PAPERS:
+        result.update(paper.probe(context))
     return result

@@ -11,21 +11,28 @@ Thresholds and where they come from:
   there.
 * κ and α away from uniform: total-variation distance from uniform,
   `0.5 * sum |w_i - 1/M|` (0 to `1 - 1/M`), averaged over the branched
-  layers. A seed is for when both κ's and α's are >= `BRANCH_TV_THRESHOLD`
-  (0.05: e.g. 0.30/0.25/0.25/0.20 at M = 4), against when both are below.
-  The paper (Figure 3) shows the weights moving apart without a number.
+  layers, against a null (`noise_null`): the same Adam, schedule, steps and
+  simplex projection driven by gradients that prefer no branch. Adam moves
+  every weight by about the learning rate per step, so a fixed threshold
+  (0.05 before issue 33) is passed by noise alone. A seed is for when both
+  κ's and α's distance are above the null (p < 0.05), against when neither
+  is. The paper (Figure 3) shows the weights moving apart without a number.
 """
+
+import functools
 
 import numpy as np
 
 from keras_attn_zoo.evaluation.claims.checks import at_least_transformer
+from keras_attn_zoo.evaluation.claims.engine import NotMeasured
 from keras_attn_zoo.evaluation.claims.engine import majority_verdict
 from keras_attn_zoo.evaluation.claims.engine import rounded
 from keras_attn_zoo.evaluation.claims.engine import spread
+from keras_attn_zoo.evaluation.significance import ALPHA
 
 WEIGHTED_PAPER = "Weighted Transformer (Ahmed et al., 2017)"
 FASTER_STEPS_RATIO = 0.85
-BRANCH_TV_THRESHOLD = 0.05
+NULL_REPLICATES = 200
 
 
 def total_variation_from_uniform(weights):
@@ -35,6 +42,9 @@ def total_variation_from_uniform(weights):
 
 
 def branch_weights(model):
+    """κ and α of every branched layer of `model` with their total-variation distances from
+    uniform.
+    """
     from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
 
     rows = []
@@ -43,6 +53,12 @@ def branch_weights(model):
                      "kappa_tv_from_uniform": total_variation_from_uniform(weights["kappa"]),
                      "alpha_tv_from_uniform": total_variation_from_uniform(weights["alpha"])})
     return rows
+
+
+def probe(context):
+    """``{"branch_weights"}`` for a Weighted Transformer (`branch_weights`); `{}` else."""
+    rows = branch_weights(context.model)
+    return {"branch_weights": rows} if rows else {}
 
 
 def steps_to_reach(curve, target):
@@ -61,6 +77,9 @@ def steps_to_reach(curve, target):
 
 
 def steps_check(cells):
+    """The steps the Weighted Transformer takes to reach the Transformer's best BLEU, against the
+    Transformer's.
+    """
     paired = cells.paired("weighted", ["learning_curve"])
     rows, outcomes = [], []
     for seed, cell, base in paired:
@@ -88,26 +107,83 @@ def steps_check(cells):
                    "Transformer needs: " + (spread(ratios) if ratios else "none")
                    + f"; never reached on {never} of {len(rows)} seeds (paper: 15-40% "
                    f"faster; a seed counts at <= {FASTER_STEPS_RATIO}).")
-    return measurement, {"per_seed": rows}, majority_verdict(outcomes)
+    return measurement, {"per_seed": rows, "outcomes": outcomes}, majority_verdict(outcomes)
+
+
+@functools.lru_cache(maxsize=32)
+def noise_null(branches, layers, steps, learning_rate, warmup_steps,
+               replicates=NULL_REPLICATES, seed=0):
+    """The null of "κ/α moved away from uniform": their total-variation distance from
+    uniform (mean over `layers`) after `steps` updates of the recipe's Adam (beta
+    0.9/0.98, epsilon 1e-9, the inverse-square-root schedule with this peak and
+    warm-up, the simplex projection after each step) from uniform weights, driven by
+    gradients that carry no preference among the branches (i.i.d. normal noise).
+    Adam moves every weight by about the learning rate per step whatever the
+    gradient's size, so pure noise already moves κ/α; `replicates` draws of that
+    movement, sorted."""
+    import tensorflow as tf
+
+    from keras_attn_zoo.layers.simplex_projection import project_onto_simplex
+    from keras_attn_zoo.optimizers import InverseSquareRootSchedule
+
+    schedule = InverseSquareRootSchedule(learning_rate, warmup_steps)
+    shape = (replicates * layers, branches)
+
+    @tf.function
+    def simulate():  # one traced loop: thousands of tiny steps, no Python per step
+        weights = tf.fill(shape, tf.constant(1.0 / branches, tf.float64))
+        first = second = tf.zeros(shape, tf.float64)
+        for step in tf.range(1, steps + 1):
+            gradient = tf.random.stateless_normal(shape, [seed, step], dtype=tf.float64)
+            first = 0.9 * first + 0.1 * gradient
+            second = 0.98 * second + 0.02 * gradient ** 2
+            t = tf.cast(step, tf.float64)
+            rate = (tf.cast(schedule(step - 1), tf.float64) * tf.sqrt(1 - 0.98 ** t)
+                    / (1 - 0.9 ** t))
+            weights = project_onto_simplex(weights - rate * first / (tf.sqrt(second) + 1e-9))
+        return weights
+
+    weights = simulate().numpy()
+    distances = 0.5 * np.abs(weights - 1.0 / branches).sum(axis=1)
+    return np.sort(distances.reshape(replicates, layers).mean(axis=1))
+
+
+def null_p_value(null, observed):
+    """`(#{null >= observed} + 1) / (n + 1)`."""
+    return float((np.sum(np.asarray(null) >= observed) + 1) / (len(null) + 1))
 
 
 def branches_check(cells):
+    """The Weighted Transformer's κ and α moved away from uniform."""
     rows = cells.seeds("weighted", "probes.branch_weights")
-    kappas, alphas, outcomes = [], [], []
+    kappas, alphas, outcomes, p_values, nulls = [], [], [], [], []
     for _, cell in rows:
         layers = cell["probes"]["branch_weights"]
         kappa = float(np.mean([layer["kappa_tv_from_uniform"] for layer in layers]))
         alpha = float(np.mean([layer["alpha_tv_from_uniform"] for layer in layers]))
         kappas.append(kappa)
         alphas.append(alpha)
-        moved = [kappa >= BRANCH_TV_THRESHOLD, alpha >= BRANCH_TV_THRESHOLD]
+        config = cell.get("config") or {}
+        if not all(config.get(k) for k in ("learning_rate", "warmup_steps")):
+            raise NotMeasured("a Weighted Transformer cell without its learning rate and "
+                              "warm-up (config): no null to test κ/α against")
+        null = noise_null(len(layers[0]["kappa"]), len(layers),
+                          int(cell.get("best_step") or cell["steps"]),
+                          float(config["learning_rate"]), int(config["warmup_steps"]))
+        nulls.append(float(np.percentile(null, 95)))
+        p = [null_p_value(null, kappa), null_p_value(null, alpha)]
+        p_values.append(p)
+        moved = [value < ALPHA for value in p]
         outcomes.append(True if all(moved) else False if not any(moved) else None)
     measurement = (f"Total-variation distance from uniform, mean over the branched layers: "
-                   f"κ {spread(kappas, 3)}, α {spread(alphas, 3)} (0 uniform, "
-                   f"1 - 1/M one-hot); a seed counts when both are >= "
-                   f"{BRANCH_TV_THRESHOLD}.")
+                   f"κ {spread(kappas, 3)}, α {spread(alphas, 3)} (0 uniform, 1 - 1/M "
+                   f"one-hot). Null: the same Adam, schedule, steps and simplex projection "
+                   f"driven by gradients with no preference among branches (i.i.d. noise, "
+                   f"{NULL_REPLICATES} draws), 95th percentile {spread(nulls, 3)}; a seed "
+                   f"counts when both κ's and α's distance are above the null (p < {ALPHA}).")
     numbers = {"seeds": [s for s, _ in rows], "kappa_tv": rounded(kappas),
-               "alpha_tv": rounded(alphas)}
+               "alpha_tv": rounded(alphas), "null_95th_percentile": rounded(nulls),
+               "p_kappa_alpha": [rounded(p) for p in p_values], "outcomes": outcomes}
     return measurement, numbers, majority_verdict(outcomes)
 
 

@@ -25,6 +25,7 @@ class Histogram:
         self.count = 0
 
     def observe(self, value):
+        """Counts one observation."""
         for index, bound in enumerate(self.buckets):
             if value <= bound:
                 self.counts[index] += 1
@@ -32,6 +33,7 @@ class Histogram:
         self.count += 1
 
     def render(self, labels):
+        """The histogram's Prometheus text lines, with `labels`."""
         lines = [f"# HELP {self.name} {self.help_text}", f"# TYPE {self.name} histogram"]
         for bound, count in zip(self.buckets, self.counts):
             lines.append(f'{self.name}_bucket{{{labels},le="{bound}"}} {count}')
@@ -74,6 +76,7 @@ class Metrics:
             REQUEST_SENTENCE_BUCKETS)
 
     def request(self, method, code, seconds):
+        """Records one answered request: method, HTTP code and latency."""
         with self._lock:
             self.requests[(method, int(code))] += 1
             self.latency.observe(seconds)
@@ -88,15 +91,18 @@ class Metrics:
                 self.batch_tokens.observe(padded_tokens)
 
     def queue_waits(self, seconds):
+        """Records the queue waits of a request's sentences, in seconds."""
         with self._lock:
             for value in seconds:
                 self.queue_wait.observe(value)
 
     def request_sentences(self, count):
+        """Records how many sentences one request held."""
         with self._lock:
             self.sentences_per_request.observe(count)
 
     def request_batches(self, count):
+        """Records how many batches one request's sentences went into."""
         with self._lock:
             self.batches_per_request.observe(count)
 

@@ -126,6 +126,7 @@ def translate_options(body, defaults, limits):
 
 
 def split_option(body, default):
+    """The request's `split_sentences` (else `default`); anything but a bool is a bad request."""
     value = body.get("split_sentences", default)
     if not isinstance(value, bool):
         raise BadRequest('"split_sentences" must be true or false.')

@@ -18,9 +18,9 @@ from keras_attn_zoo.export.serving.scheduler import DEFAULT_MAX_BATCH_TOKENS
 from keras_attn_zoo.export.serving.scheduler import DEFAULT_MAX_WAIT_SECONDS
 from keras_attn_zoo.export.serving.scheduler import Batch
 from keras_attn_zoo.export.serving.scheduler import SentenceScheduler
-from keras_attn_zoo.export.translator import failing_sentence
-from keras_attn_zoo.export.translator import model_error_message
-from keras_attn_zoo.export.translator import rename_sentence
+from keras_attn_zoo.inference.translator import failing_sentence
+from keras_attn_zoo.inference.translator import model_error_message
+from keras_attn_zoo.inference.translator import rename_sentence
 
 
 class ModelRunner:
@@ -188,6 +188,7 @@ class ModelRunner:
         return [merge_results(group) for group in sentence_tools.regroup(results, counts)]
 
     def stop(self):
+        """Stops the scheduler and waits (at most 30 s) for the model thread."""
         self.scheduler.stop()
         if self._worker is not None:
             self._worker.join(timeout=30)

@@ -127,6 +127,7 @@ class SentenceRequest:
         self.scheduled -= 1
 
     def drop_waiting(self):
+        """Forgets the request's sentences not yet batched."""
         self._waiting = []
 
 
@@ -208,6 +209,7 @@ class SentenceScheduler:
         return request
 
     def waiting_sentences(self):
+        """Sentences queued but not yet batched, over all requests."""
         with self._condition:
             return sum(request.waiting for request in self._requests)
 
@@ -266,6 +268,7 @@ class SentenceScheduler:
             request.future.set_exception(error)
 
     def stop(self):
+        """Wakes every waiter and makes the scheduler stop handing out batches."""
         with self._condition:
             self._stopping = True
             self._condition.notify_all()

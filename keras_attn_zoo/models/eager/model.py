@@ -130,13 +130,14 @@ class EagerLSTMTranslator(ZooModel):
         hidden_dropout: locked dropout between LSTM layers.
         output_dropout: locked dropout on the top LSTM output.
         combiner_dropout: locked dropout on the ``Dense(E, tanh)`` combiner.
-        start_id, epsilon_id, source_pad_id: the special ids; ``None`` takes
-            ``vocabulary_size - 3``, ``- 2``, ``- 1``.
+        start_id: the start token's id; ``None``: ``vocabulary_size - 3``.
+        epsilon_id: the ε token's id; ``None``: ``vocabulary_size - 2``.
+        source_pad_id: the source pad's id; ``None``: ``vocabulary_size - 1``.
         start_pads: start tokens the training targets begin with (the decoding
             processor forces that many).
         source_padding_injection: N of the decoding rules (paper's command:
             4; the paper tunes it on the development set:
-            ``export.source_padding.choose_source_padding_injection`` then
+            ``evaluation.source_padding.choose_source_padding_injection`` then
             ``set_decoding``).
         epsilon_limit: k of the decoding rules (paper's command: 3).
         length_normalization: how beam search ranks finished hypotheses:
@@ -162,11 +163,11 @@ class EagerLSTMTranslator(ZooModel):
     steps after it), so the exported ``alignment`` shows which source token
     was being read when each target piece was written.
 
-    Example:
-    >>> model = eager_translator(1003, preset="tiny")
-    >>> ids = np.array([[10, 11, 3]], "int32")
-    >>> model({"source_ids": ids, "target_ids": np.array([[2, 1000, 1000]], "int32")}).shape
-    (1, 3, 1003)
+    Examples:
+        >>> model = eager_translator(1003, preset="tiny")
+        >>> ids = np.array([[10, 11, 3]], "int32")
+        >>> model({"source_ids": ids, "target_ids": np.array([[2, 1000, 1000]], "int32")}).shape
+        (1, 3, 1003)
     """
 
     def __init__(
@@ -535,8 +536,8 @@ def eager_translator(vocabulary_size, preset="small", **overrides):
         An ``EagerLSTMTranslator``: inputs ``{"source_ids", "target_ids"}`` of
         equal length, output float32 logits ``[batch, length, vocabulary_size]``.
 
-    Example:
-    >>> model = eager_translator(8003, preset="tiny")
+    Examples:
+        >>> model = eager_translator(8003, preset="tiny")
     """
     config = resolve_preset(EAGER_PRESETS, preset, overrides, MODEL_ARGUMENTS)
     config.setdefault("name", "eager_translator")

@@ -114,13 +114,17 @@ def eager_feasible(
     """Makes one pair eager feasible (Press & Smith, 2018, section 2).
 
     Args:
-        source_tokens, target_tokens: the pair's tokens, without EOS.
+        source_tokens: the pair's source tokens, without EOS.
+        target_tokens: the pair's target tokens, without EOS.
         links: ``(i, j)`` alignment links, source ``i``, target ``j``, 0-based
             (any order; several links may share an ``i`` or a ``j``).
         start_pads: start tokens prepended to the target (default 5, see the
             module docstring; the reference code's listing uses 3).
-        start_token, epsilon_token, source_pad_token, eos_token: the special
-            tokens (strings by default; pass ids to work on ids).
+        start_token: the start token (strings by default; pass ids, for all
+            four special tokens, to work on ids).
+        epsilon_token: the ε token.
+        source_pad_token: the source pad token.
+        eos_token: the end-of-sentence token.
 
     Returns:
         ``(source, target, links_after)``: equally long token lists, each ending
@@ -238,8 +242,10 @@ def align_with_eflomal(pairs: Sequence, cache_dir, *, direction: str = "forward"
         direction: "forward" (links of the source→target model, like the
             paper's ``fast_align -d -o -v``) or "reverse" (the target→source
             model's links, still written as ``source-target``).
-        model, n_iterations, n_samplers, null_prior: ``eflomal.Aligner`` options
-            (model 3 = IBM1 + HMM + fertility).
+        model: ``eflomal.Aligner``'s model (3 = IBM1 + HMM + fertility).
+        n_iterations: ``eflomal.Aligner``'s iterations.
+        n_samplers: ``eflomal.Aligner``'s independent samplers.
+        null_prior: ``eflomal.Aligner``'s prior of the NULL word.
 
     Returns:
         one list of ``(i, j)`` links per pair, checked to lie inside the pair.

@@ -118,7 +118,9 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
     ``EagerLSTMTranslator.decode_step`` and counts ε in ``tokens_so_far``.
 
     Args:
-        start_id, epsilon_id, source_pad_id: the model's special ids.
+        start_id: the model's start token id.
+        epsilon_id: the model's ε id.
+        source_pad_id: the model's source pad id.
         start_pads: P, start tokens forced first (must match the training data).
         epsilon_limit: k, most ε per hypothesis.
         source_padding_injection: N, most source pads injected after the source.

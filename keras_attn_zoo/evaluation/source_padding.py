@@ -6,7 +6,7 @@ Here, in `export/`, because it decodes through the exported search
 
 from keras_attn_zoo.models.eager.processor import DEFAULT_BEAM_SIZE
 from keras_attn_zoo.evaluation.scores import corpus_scores
-from keras_attn_zoo.export.translator import Translator
+from keras_attn_zoo.inference.translator import Translator
 
 # SPI values `choose_source_padding_injection` tries by default: none up to
 # twice the zoo's default start pads (with P start pads a hypothesis holds at
@@ -14,24 +14,25 @@ from keras_attn_zoo.export.translator import Translator
 SOURCE_PADDING_INJECTION_CANDIDATES = tuple(range(0, 11))
 
 
-def choose_source_padding_injection(model, tokenizer, dev_pairs, *,
+def choose_source_padding_injection(translator, dev_pairs, *,
                                     candidates=SOURCE_PADDING_INJECTION_CANDIDATES,
                                     beam_size=DEFAULT_BEAM_SIZE, length_penalty=0.6):
     """Picks the source padding injection N with the best dev BLEU, as the paper
     does ("the padding limit, source padding injection value, and beam size
     ... are the ones that perform best on the development set"), and sets it
-    on the model (``set_decoding``), so that evaluation and export use it.
+    on the translator's model (``set_decoding``), so that evaluation and export
+    use it.
 
-    Each candidate decodes ``dev_pairs`` through ``export.Translator`` (the
-    exported search, the model's ``length_normalization``). Ties go to the
-    smaller N.
+    Each candidate decodes ``dev_pairs`` through ``translator`` (the run's one
+    inference object, retraced for the candidate's rules: the rules are
+    Python values traced into its graphs). Ties go to the smaller N.
 
     Args:
-        model: an ``EagerLSTMTranslator``.
-        tokenizer: its SentencePiece vocabulary.
+        translator: a ``Translator`` of an ``EagerLSTMTranslator``.
         dev_pairs: ``(source, reference)`` texts.
         candidates: the N values tried.
-        beam_size, length_penalty: the search's.
+        beam_size: the search's beam.
+        length_penalty: the search's length penalty.
 
     Returns:
         ``{"chosen": N, "by_value": {N: {"bleu", "chrf", "length_ratio"}}}``,
@@ -40,6 +41,7 @@ def choose_source_padding_injection(model, tokenizer, dev_pairs, *,
     """
     if not dev_pairs:
         raise ValueError("choose_source_padding_injection needs development pairs.")
+    model = translator.model
     candidates = sorted(set(int(n) for n in candidates))
     sources = [source for source, _ in dev_pairs]
     references = [reference for _, reference in dev_pairs]
@@ -47,9 +49,9 @@ def choose_source_padding_injection(model, tokenizer, dev_pairs, *,
     by_value = {}
     for value in candidates:
         model.set_decoding(source_padding_injection=value)
-        translator = Translator(model, tokenizer, beam_size=beam_size,
-                                length_penalty=length_penalty)
-        hypotheses = translator.translate_texts(sources)
+        translator.retrace()
+        hypotheses = translator.translate_texts(sources, beam_size=beam_size,
+                                                length_penalty=length_penalty)
         scores = corpus_scores(hypotheses, references)
         by_value[value] = {
             "bleu": scores["bleu"], "chrf": scores["chrf"],
@@ -57,4 +59,5 @@ def choose_source_padding_injection(model, tokenizer, dev_pairs, *,
                                   / reference_words, 4)}
     chosen = max(candidates, key=lambda n: (by_value[n]["bleu"], by_value[n]["chrf"], -n))
     model.set_decoding(source_padding_injection=chosen)
+    translator.retrace()
     return {"chosen": chosen, "by_value": by_value}

@@ -8,6 +8,10 @@ signatures, so the same object
   training BLEU comes from exactly the search that is exported), and
 * is what `export_saved_model` saves: its functions become the SavedModel signatures.
 
+A run builds one (`workflow.run_translator`) and passes it to the dev monitor,
+early stopping, the test evaluation and the export; `retrace` renews its
+traces when the model's decoding rules change.
+
 Signatures (B = batch, S = source tokens including EOS, T = target tokens excluding EOS):
 
 * ``translate(text: string[B])`` with the default beam size and length penalty;
@@ -70,6 +74,8 @@ _SCALAR_INT = tf.TensorSpec([], tf.int32)
 _SCALAR_FLOAT = tf.TensorSpec([], tf.float32)
 _TEXT = tf.TensorSpec([None], tf.string, name="text")
 _IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
+# beam_size, length_penalty, max_length_a, max_length_b
+_SEARCH_OPTIONS = (_SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT)
 
 
 def _proto_bytes(tokenizer):
@@ -140,8 +146,9 @@ class Translator(tf.Module):
             ``.model`` path or the model's bytes. It must use the zoo's special ids.
         beam_size: default beam size (``translate``, ``translate_texts``).
         length_penalty: default GNMT alpha.
-        max_length_a, max_length_b: default output limit, at most
+        max_length_a: ``a`` of the default output limit, at most
             ``ceil(a * source_tokens + b)`` pieces per sentence.
+        max_length_b: ``b`` of that limit.
         max_input_length: longest accepted source in tokens (pieces + EOS);
             default 1024 or the model's ``max_length`` if smaller. Longer inputs are
             an error, never truncated.
@@ -176,7 +183,7 @@ class Translator(tf.Module):
     translator = Translator(model, tokenizer)
     translator.translate_texts(["Guten Morgen ."])        # ['Good morning .']
     translator.translate(tf.constant(["Guten Morgen ."]))["translation"]
-    export_saved_model(translator, None, "saved_models/de-en")  # reuses the traces
+    export_saved_model(translator, "saved_models/de-en")  # reuses the traces
     ```
     """
 
@@ -210,6 +217,37 @@ class Translator(tf.Module):
                 f"{model_limit}."
             )
         self.max_input_length = int(max_input_length)
+        self.retrace()
+
+    def retrace(self):
+        """Gives the translator fresh ``tf.function``s, traced at their next call.
+
+        A trace holds the model's decoding rules as they were when it was made
+        (``logits_processor`` and ``length_normalization`` are Python objects
+        read while tracing). After ``model.set_decoding(...)`` (the eager
+        translator's source padding injection chosen on the dev set) call this,
+        and the same translator searches, and exports, by the new rules.
+        """
+        def graph(method, *signature):
+            # autograph=False: every loop and branch is an explicit
+            # tf.while_loop / tf.cond.
+            return tf.function(method, autograph=False, input_signature=list(signature))
+
+        self.translate_ids = graph(self._translate_ids, _IDS, *_SEARCH_OPTIONS)
+        self.translate = graph(self._translate, _TEXT)
+        self.translate_with_options = graph(self._translate_with_options, _TEXT,
+                                            *_SEARCH_OPTIONS)
+        self.translate_n_best = graph(
+            self._translate_n_best, _TEXT, *_SEARCH_OPTIONS,
+            tf.TensorSpec([], tf.int32, name="num_hypotheses"),
+            tf.TensorSpec([], tf.int32, name="no_repeat_ngram_size"))
+        self.sample = graph(
+            self._sample, _TEXT, tf.TensorSpec([], tf.float32, name="temperature"),
+            tf.TensorSpec([], tf.int32, name="top_k"),
+            tf.TensorSpec([], tf.float32, name="top_p"),
+            tf.TensorSpec([], tf.int32, name="seed"), _SCALAR_FLOAT, _SCALAR_FLOAT)
+        self.score = graph(self._score, _TEXT,
+                           tf.TensorSpec([None], tf.string, name="target"))
 
     # ---- search on ids (core TensorFlow ops only) ---------------------------------
 
@@ -310,10 +348,7 @@ class Translator(tf.Module):
         """The first hypothesis of each sentence of a ``_search_ids`` result."""
         return {key: value[:, 0] for key, value in result.items()}
 
-    # autograph=False: every loop and branch is an explicit tf.while_loop / tf.cond.
-    @tf.function(autograph=False, input_signature=[
-        _IDS, _SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT])
-    def translate_ids(self, source_ids, beam_size, length_penalty, max_length_a,
+    def _translate_ids(self, source_ids, beam_size, length_penalty, max_length_a,
                       max_length_b):
         """Token ids in, token ids out (core TensorFlow ops only).
 
@@ -321,8 +356,9 @@ class Translator(tf.Module):
             source_ids: int32 [B, S]: SentencePiece ids then EOS (3), 0-padded.
             beam_size: int32 scalar >= 1.
             length_penalty: float32 scalar GNMT alpha (0 = off).
-            max_length_a, max_length_b: float32 scalars, output limit
+            max_length_a: float32 scalar, ``a`` of the output limit
                 ``ceil(a * source_tokens + b)``.
+            max_length_b: float32 scalar, ``b`` of that limit.
 
         Returns:
             ``ids`` int32 [B, T] (no BOS/EOS, 0-padded; model-specific tokens
@@ -404,8 +440,7 @@ class Translator(tf.Module):
             outputs["hypothesis_lengths"] = all_hypotheses["lengths"]
         return outputs
 
-    @tf.function(autograph=False, input_signature=[_TEXT])
-    def translate(self, text):
+    def _translate(self, text):
         """Translates ``text`` string[B] with the default options.
 
         Returns ``translation`` string[B], ``score`` float32[B], ``alignment``
@@ -416,9 +451,7 @@ class Translator(tf.Module):
             text, tf.constant(self.beam_size), tf.constant(self.length_penalty),
             tf.constant(self.max_length_a), tf.constant(self.max_length_b))
 
-    @tf.function(autograph=False, input_signature=[
-        _TEXT, _SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT])
-    def translate_with_options(self, text, beam_size, length_penalty, max_length_a,
+    def _translate_with_options(self, text, beam_size, length_penalty, max_length_a,
                                max_length_b):
         """``translate`` with beam size, length penalty and output limit as inputs."""
         # One traced search serves all three text signatures: this graph calls
@@ -427,11 +460,7 @@ class Translator(tf.Module):
                                         max_length_b, tf.constant(1), tf.constant(0))
         return {key: outputs[key] for key in TRANSLATION_OUTPUTS}
 
-    @tf.function(autograph=False, input_signature=[
-        _TEXT, _SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT,
-        tf.TensorSpec([], tf.int32, name="num_hypotheses"),
-        tf.TensorSpec([], tf.int32, name="no_repeat_ngram_size")])
-    def translate_n_best(self, text, beam_size, length_penalty, max_length_a,
+    def _translate_n_best(self, text, beam_size, length_penalty, max_length_a,
                          max_length_b, num_hypotheses, no_repeat_ngram_size):
         """``translate_with_options`` plus the N best hypotheses and n-gram blocking.
 
@@ -446,12 +475,7 @@ class Translator(tf.Module):
             beam_size, length_penalty, max_length_a, max_length_b, num_hypotheses,
             no_repeat_ngram_size), n_best=True)
 
-    @tf.function(autograph=False, input_signature=[
-        _TEXT, tf.TensorSpec([], tf.float32, name="temperature"),
-        tf.TensorSpec([], tf.int32, name="top_k"),
-        tf.TensorSpec([], tf.float32, name="top_p"),
-        tf.TensorSpec([], tf.int32, name="seed"), _SCALAR_FLOAT, _SCALAR_FLOAT])
-    def sample(self, text, temperature, top_k, top_p, seed, max_length_a, max_length_b):
+    def _sample(self, text, temperature, top_k, top_p, seed, max_length_a, max_length_b):
         """One translation drawn from the model (back-translation, diverse output).
 
         Each token is drawn from the distribution divided by ``temperature`` and
@@ -469,9 +493,7 @@ class Translator(tf.Module):
 
         return self._translate_text(text, search)
 
-    @tf.function(autograph=False, input_signature=[
-        _TEXT, tf.TensorSpec([None], tf.string, name="target")])
-    def score(self, text, target):
+    def _score(self, text, target):
         """Forced decoding: the model's log-probabilities of ``target`` given ``text``.
 
         Both are tokenized by the export's vocabulary; each target is scored
@@ -520,8 +542,10 @@ class Translator(tf.Module):
         Args:
             texts: list of ``str`` (or UTF-8 ``bytes``).
             batch_size: sentences per call.
-            beam_size, length_penalty, max_length_a, max_length_b: None for the
-                translator's defaults.
+            beam_size: None for the translator's default.
+            length_penalty: None for the translator's default.
+            max_length_a: None for the translator's default.
+            max_length_b: None for the translator's default.
             return_scores: also return the scores.
 
         Returns:
