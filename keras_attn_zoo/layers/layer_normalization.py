@@ -8,8 +8,8 @@ from keras import ops
 class LayerNormalization(keras.layers.LayerNormalization):
     """`keras.layers.LayerNormalization` computed in fewer ops (issue 36).
 
-    Same arguments, weights (`gamma`, `beta`), values and float32 arithmetic
-    as Keras' layer. On TensorFlow, normalising over the last axis with both
+    Same arguments, weights and results as `keras.layers.LayerNormalization`
+    (`gamma`, `beta`; float32 arithmetic under mixed precision). On TensorFlow, normalising over the last axis with both
     `gamma` and `beta` (the Transformer's norms), the forward pass is
     `(x - mean) * rsqrt(var + eps) * gamma + beta` and the backward pass the
     closed form
@@ -27,10 +27,13 @@ class LayerNormalization(keras.layers.LayerNormalization):
     weights as before (`.keras` files address top-level layers by class
     name): files written with `keras.layers.LayerNormalization` load.
 
-    Example:
-    >>> layer = LayerNormalization(epsilon=1e-6)
-    >>> tuple(layer(keras.ops.ones((2, 3, 8))).shape)
-    (2, 3, 8)
+    Call arguments:
+        inputs: `[..., d]` in any float dtype; normalised over the layer's axis.
+
+    Examples:
+        >>> layer = LayerNormalization(epsilon=1e-6)
+        >>> tuple(layer(keras.ops.ones((2, 3, 8))).shape)
+        (2, 3, 8)
 
     References:
         Ba, Kiros & Hinton, "Layer Normalization", 2016.
