@@ -6,6 +6,7 @@ tiny trained model (tests/tiny_export.py) with length penalty 0 on both sides,
 since the two engines' length penalties differ (GNMT's vs ``n ** alpha``).
 """
 
+import math
 import pathlib
 import random
 
@@ -79,6 +80,27 @@ def _ids(processor, texts, eos):
     return np.array([r + [0] * (width - len(r)) for r in rows], "int32")
 
 
+def _differences_below_the_length_limit(vocab, sources, ours, ct2, a=2.0, b=10):
+    """The sentences where the engines' outputs differ, leaving out those where either
+    output reaches the output limit `a * (pieces + 1) + b`: there the zoo's search
+    forces and scores EOS and CTranslate2 stops without it, so their beams rank
+    differently by design (docs/serving.md); elsewhere only a near tie may flip."""
+    import sentencepiece
+
+    processor = sentencepiece.SentencePieceProcessor(model_file=str(vocab))
+    differ, compared = [], 0
+    for source, mine, theirs in zip(sources, ours, ct2):
+        limit = math.ceil(a * (len(processor.encode(source)) + 1) + b - 1e-9)
+        if max(len(processor.encode(mine)), len(processor.encode(theirs))) >= limit - 1:
+            continue
+        compared += 1
+        if mine != theirs:
+            differ.append((mine, theirs))
+    # Most outputs end before the limit, or the check would test little.
+    assert compared >= len(sources) // 2, (compared, len(sources))
+    return differ
+
+
 def test_position_table_is_ours():
     from keras_attn_zoo.layers.embedding import sinusoidal_positions
 
@@ -126,14 +148,14 @@ def test_scores_equal_teacher_forced_log_probs(norm_first, tmp_path, tiny_senten
 @pytest.mark.parametrize("beam_size", [4, 1], ids=["beam4", "greedy"])
 def test_float32_translations_equal_savedmodel_graph(trained, beam_size):
     # The Python Translator runs the very graph the SavedModel holds.
-    translator, _, float32, _ = trained
+    translator, vocab, float32, _ = trained
     ours = translator.translate_texts(TEST_SENTENCES, batch_size=8, beam_size=beam_size,
                                       length_penalty=0.0)
     ct2 = CTranslate2Translator(float32, intra_threads=1).translate_texts(
         TEST_SENTENCES, batch_size=8, beam_size=beam_size, length_penalty=0.0)
     # Two engines' float32 kernels round differently: a near tie between two
     # hypotheses may flip on another CPU, so one sentence may differ.
-    differ = [(a, b) for a, b in zip(ours, ct2) if a != b]
+    differ = _differences_below_the_length_limit(vocab, TEST_SENTENCES, ours, ct2)
     assert len(differ) <= 1, differ
     assert len(set(ours)) > 5  # the model translates, it does not repeat one output
 
@@ -141,14 +163,14 @@ def test_float32_translations_equal_savedmodel_graph(trained, beam_size):
 @pytest.mark.skipif(not pathlib.Path(ding.DEFAULT_DING_PATH).is_file(),
                     reason="Ding dictionary not installed (apt-get install trans-de-en)")
 def test_float32_equals_savedmodel_graph_on_50_ding_sentences(trained):
-    translator, _, float32, _ = trained
+    translator, vocab, float32, _ = trained
     sources = [source for source, _ in ding.ding_corpus("test", kind="sentences")[:50]]
     ours = translator.translate_texts(sources, batch_size=25, beam_size=4,
                                       length_penalty=0.0)
     ct2 = CTranslate2Translator(float32, intra_threads=1).translate_texts(
         sources, batch_size=25, beam_size=4, length_penalty=0.0)
-    # Identical here; near ties may flip on another CPU's kernels (see above).
-    differ = [(a, b) for a, b in zip(ours, ct2) if a != b]
+    # Near ties may flip on another CPU's kernels (see above).
+    differ = _differences_below_the_length_limit(vocab, sources, ours, ct2)
     assert len(differ) <= 2, differ
 
 
