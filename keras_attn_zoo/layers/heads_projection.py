@@ -66,33 +66,3 @@ class HeadsProjection(keras.layers.Layer):
         config.update({"num_heads": self.num_heads, "key_dim": self.key_dim,
                        "use_bias": self.use_bias})
         return config
-
-
-def fused_heads_projection(inputs, projections):
-    """`[projection(inputs) for projection in projections]` as one matmul.
-
-    The `HeadsProjection` layers' kernels (and biases) are concatenated at
-    call time and split after the product: one `d x (n h k)` GEMM forward and
-    two backward instead of `n` of each (plus the `n`-way sum of the input
-    gradients), while every layer keeps its own weights, so `.keras` files and
-    checkpoints keep their layout. Same values as the separate calls.
-
-    Args:
-        inputs: `[..., d]`.
-        projections: built `HeadsProjection` layers with the same `use_bias`.
-
-    Returns:
-        A list of `[..., h, k]` tensors, one per projection.
-    """
-    dtype = projections[0].compute_dtype
-    inputs = ops.cast(inputs, dtype)
-    kernel = ops.concatenate([p.kernel for p in projections], axis=1)
-    bias = None
-    if projections[0].use_bias:
-        bias = ops.concatenate([p.bias for p in projections], axis=0)
-    outputs = flat_dense(inputs, kernel, bias)
-    widths = [p.kernel.shape[1] for p in projections]
-    splits = [sum(widths[:i + 1]) for i in range(len(widths) - 1)]
-    leading = tuple(ops.shape(inputs)[:-1])
-    return [ops.reshape(part, leading + (p.num_heads, p.key_dim))
-            for p, part in zip(projections, ops.split(outputs, splits, axis=-1))]

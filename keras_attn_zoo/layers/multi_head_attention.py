@@ -13,7 +13,6 @@ from keras_attn_zoo.layers.attention_utils import sequence_mask
 from keras_attn_zoo.layers.attention_utils import write_self_attention_step
 from keras_attn_zoo.layers.headed_attention import HeadedAttention
 from keras_attn_zoo.layers.heads_projection import HeadsProjection
-from keras_attn_zoo.layers.heads_projection import fused_heads_projection
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
@@ -108,14 +107,13 @@ class MultiHeadAttention(HeadedAttention):
         mask = sequence_mask(
             ops.shape(query)[1], ops.shape(context)[1], context_mask, causal
         )
-        if context is query:  # self-attention: queries, keys and values in one matmul
-            query_heads, key_heads, value_heads = fused_heads_projection(
-                query, [self.query_projection, self.key_projection, self.value_projection])
-        else:
-            query_heads = self.query_projection(query)
-            key_heads, value_heads = fused_heads_projection(
-                context, [self.key_projection, self.value_projection])
-        output, weights = self._attend(query_heads, key_heads, value_heads, mask, training)
+        output, weights = self._attend(
+            self.query_projection(query),
+            self.key_projection(context),
+            self.value_projection(context),
+            mask,
+            training,
+        )
         return (output, weights) if return_attention else output
 
     # ---- incremental decoding -------------------------------------------------
