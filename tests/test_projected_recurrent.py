@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from keras_attn_zoo.layers import ProjectedGRU
 from keras_attn_zoo.layers import ProjectedLSTM
+from keras_attn_zoo.layers.projected_lstm import hand_written_gradient_applies
 
 
 def _pair(projected_class, keras_class, **options):
@@ -123,3 +124,59 @@ def test_weights_saved_with_keras_layers_load_into_ours(layer_class, keras_class
     loaded.load_weights(tmp_path / "saved.weights.h5")
     np.testing.assert_allclose(np.asarray(loaded(x)), np.asarray(saved(x)), rtol=1e-5,
                                atol=1e-6)
+
+
+@pytest.mark.parametrize("compiled", [False, True], ids=["eager", "tf.function"])
+def test_hand_written_lstm_gradient_equals_autodiff(compiled):
+    """Without a mask ProjectedLSTM runs `lstm_sequence`, whose backward loop is
+    written by hand (issue 36): outputs, states and the gradients of the inputs,
+    the initial states and every weight equal those of Keras' LSTM (autodiff)."""
+    ours, reference = _pair(ProjectedLSTM, keras.layers.LSTM)
+    x, _ = _inputs()
+    rng = np.random.default_rng(1)
+    initial_state = [tf.constant(rng.normal(size=(3, 6)).astype("float32"))
+                     for _ in range(2)]
+    ours(x, initial_state=initial_state)
+    reference(x, initial_state=initial_state)
+    reference.set_weights(ours.get_weights())
+    assert hand_written_gradient_applies(ours, None)
+
+    def run(layer):
+        def outputs_and_gradients(x, initial_state):
+            with tf.GradientTape() as tape:
+                tape.watch([x] + initial_state)
+                outputs = layer(x, initial_state=initial_state, training=True)
+                weights = np.random.default_rng(2)
+                loss = sum(tf.reduce_sum(o * weights.normal(size=o.shape).astype("float32"))
+                           for o in outputs)
+            return outputs, tape.gradient(loss, [x] + initial_state
+                                          + layer.trainable_variables)
+        return (tf.function(outputs_and_gradients) if compiled
+                else outputs_and_gradients)(x, initial_state)
+
+    (our_outputs, our_gradients), (outputs, gradients) = run(ours), run(reference)
+    for got, want in zip(our_outputs, outputs):
+        assert got.shape == want.shape
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    assert len(our_gradients) == len(gradients) == 6
+    for got, want in zip(our_gradients, gradients):
+        assert np.abs(want).max() > 0
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_hand_written_lstm_gradient_with_only_the_sequence_used():
+    """A loss of the outputs alone (the eager translator's) leaves the state
+    gradients unconnected; the backward loop starts them at zero."""
+    ours, reference = _pair(ProjectedLSTM, keras.layers.LSTM)
+    x, _ = _inputs()
+    ours(x)
+    reference(x)
+    reference.set_weights(ours.get_weights())
+
+    def gradients(layer):
+        with tf.GradientTape() as tape:
+            loss = tf.reduce_sum(tf.square(layer(x)[0]))
+        return tape.gradient(loss, layer.trainable_variables)
+
+    for got, want in zip(gradients(ours), gradients(reference)):
+        np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
