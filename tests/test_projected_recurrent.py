@@ -11,6 +11,7 @@ import tensorflow as tf
 
 from keras_attn_zoo.layers import ProjectedGRU
 from keras_attn_zoo.layers import ProjectedLSTM
+from keras_attn_zoo.layers.projected_gru import hand_written_gradient_applies as gru_applies
 from keras_attn_zoo.layers.projected_lstm import hand_written_gradient_applies
 
 
@@ -180,3 +181,55 @@ def test_hand_written_lstm_gradient_with_only_the_sequence_used():
 
     for got, want in zip(gradients(ours), gradients(reference)):
         np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-6)
+
+
+@pytest.mark.parametrize("options,masked", [
+    ({}, False),
+    ({"zero_output_for_mask": True}, True),
+    # RNNsearch's encoder: Bidirectional sets zero_output_for_mask on both directions.
+    ({"zero_output_for_mask": True, "go_backwards": True}, True),
+    ({"go_backwards": True}, False),
+])
+def test_hand_written_gru_gradient_equals_autodiff(options, masked):
+    """The paper's GRU (reset_after=False) runs `gru_sequence`, whose backward
+    loop is written by hand (issue 36), with masks (zero outputs at masked
+    steps) and backwards: outputs, state and the gradients of the inputs, the
+    initial state and every weight equal those of Keras' GRU (autodiff)."""
+    ours, reference = _pair(ProjectedGRU, keras.layers.GRU, reset_after=False, **options)
+    x, mask = _inputs()
+    mask = mask if masked else None
+    initial_state = [tf.constant(np.random.default_rng(1).normal(size=(3, 6)).astype("float32"))]
+    ours(x, initial_state=initial_state)
+    reference(x, initial_state=initial_state)
+    reference.set_weights(ours.get_weights())
+    assert gru_applies(ours, mask)
+    for compiled in (False, True):
+        def run(layer):
+            def outputs_and_gradients(x, initial_state):
+                with tf.GradientTape() as tape:
+                    tape.watch([x] + initial_state)
+                    outputs = layer(x, mask=mask, initial_state=initial_state, training=True)
+                    weights = np.random.default_rng(2)
+                    loss = sum(tf.reduce_sum(o * weights.normal(size=o.shape).astype("float32"))
+                               for o in outputs)
+                return outputs, tape.gradient(loss, [x] + initial_state
+                                              + layer.trainable_variables)
+            return (tf.function(outputs_and_gradients) if compiled
+                    else outputs_and_gradients)(x, initial_state)
+
+        (our_outputs, our_gradients), (outputs, gradients) = run(ours), run(reference)
+        for got, want in zip(our_outputs, outputs):
+            np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+        assert len(our_gradients) == len(gradients) == 5
+        for got, want in zip(our_gradients, gradients):
+            assert np.abs(want).max() > 0
+            np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5)
+
+
+def test_gru_keeps_keras_loop_where_the_hand_written_one_differs():
+    """reset_after=True, or a mask with Keras' default (outputs carried over at
+    masked steps), run the autodiff loop."""
+    _, mask = _inputs()
+    assert not gru_applies(ProjectedGRU(4, reset_after=True), None)
+    assert not gru_applies(ProjectedGRU(4, reset_after=False), mask)
+    assert gru_applies(ProjectedGRU(4, reset_after=False), None)
