@@ -251,6 +251,8 @@ PARTS = [
     (r"(^|/)adam/|AssignVariableOp|AssignSubVariableOp|AssignAddVariableOp", "optimizer"),
     (r"encoder", "encoder"),
     (r"attention|key_projection|query_projection", "attention"),
+    # The hand-written backward loops of layers.ProjectedLSTM / ProjectedGRU.
+    (r"hand_written_gradient/", "recurrent cell"),
     # x W + b of all steps before the loop (layers.projected_recurrent).
     (r"(lstm_\d+\w*|decoder\w*)/(Tensordot|MatMul)", "input projection"),
     (r"(gru|lstm)_cell|/while/|while_grad", "recurrent cell"),
@@ -265,6 +267,42 @@ PARTS = [
 # Ops whose duration holds other ops' (function calls, loops, conditionals).
 CONTAINER_OPS = {"While", "StatelessWhile", "PartitionedCall", "StatefulPartitionedCall",
                  "If", "StatelessIf", "Case", "StatelessCase"}
+
+
+def op_phase(name, part):
+    """forward, backward (autodiff's `gradient_tape/` ops and the zoo's
+    hand-written recurrent gradients) or optimizer."""
+    if part == "optimizer":
+        return "optimizer"
+    if name.startswith("gradient_tape/") or "hand_written_gradient/" in name:
+        return "backward"
+    return "forward"
+
+
+def wall_attribution(intervals):
+    """Each op's share of the wall time: `{key: seconds}` from `(start, end, key)`.
+
+    Kernels overlap (inter-op parallelism: two independent ops of the backward
+    pass run at once, each on part of the cores, and each lasts longer than it
+    would alone), so summed kernel durations count such stretches twice. Here
+    every instant of wall time is split equally among the ops running then;
+    the result sums to the time during which any op ran.
+    """
+    events = sorted([(start, 1, index) for index, (start, _, _) in enumerate(intervals)]
+                    + [(end, -1, index) for index, (_, end, _) in enumerate(intervals)])
+    shares = collections.Counter()
+    running, last = set(), None
+    for time_point, change, index in events:
+        if running and last is not None and time_point > last:
+            portion = (time_point - last) / len(running)
+            for active in running:
+                shares[intervals[active][2]] += portion
+        if change > 0:
+            running.add(index)
+        else:
+            running.discard(index)
+        last = time_point
+    return shares
 
 
 def op_part(name, op_type):
@@ -283,12 +321,13 @@ def profile_step(train_on_batch, batch, logdir):
     TensorFlow's compute threads: CPU seconds of kernels, so with 2 threads the
     sum may exceed the step's wall time, and time between kernels (scheduling,
     loop iterations waiting) is the difference the result calls ``unattributed``.
+    Ops that run at once are also counted once each; ``wall_share`` splits
+    such stretches among them (`wall_attribution`).
     """
     import glob
     import time
 
     import tensorflow as tf
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     inputs, labels = batch
     train_on_batch(inputs, labels)
@@ -298,10 +337,18 @@ def profile_step(train_on_batch, batch, logdir):
     wall = time.perf_counter() - started
     tf.profiler.experimental.stop()
     [path] = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+    return summarize_trace(path, wall)
+
+
+def summarize_trace(path, wall):
+    """`profile_step`'s result from a trace file (``*.xplane.pb``) and the step's wall time."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
     space = xplane_pb2.XSpace()
     space.ParseFromString(pathlib.Path(path).read_bytes())
     groups, by_type = collections.Counter(), collections.Counter()
     counts = collections.Counter()
+    intervals = []
     top = collections.Counter()
     for plane in space.planes:
         names = {key: value.name for key, value in plane.event_metadata.items()}
@@ -317,20 +364,28 @@ def profile_step(train_on_batch, batch, logdir):
                     continue  # their ops are counted one by one
                 seconds = event.duration_ps / 1e12
                 part = op_part(op_name, op_type)
-                phase = ("optimizer" if part == "optimizer" else
-                         "backward" if op_name.startswith("gradient_tape/") else "forward")
+                phase = op_phase(op_name, part)
                 in_loop = "/while" in op_name
                 groups[(phase, part, in_loop)] += seconds
+                start = (line.timestamp_ns * 1000 + event.offset_ps) / 1e12
+                intervals.append((start, start + seconds, (phase, part, in_loop)))
                 counts[(phase, in_loop)] += 1
                 by_type[op_type] += seconds
                 # One name per op of the loop body, not per iteration's id.
                 top[re.sub(r"/body/_\d+/", "/body/", op_name) + ":" + op_type] += seconds
     kernel_seconds = sum(groups.values())
+    wall_shares = wall_attribution(intervals)
+    busy_seconds = sum(wall_shares.values())
     rows = [{"phase": phase, "part": part, "in_recurrent_loop": in_loop,
-             "seconds": round(seconds, 4), "share": round(seconds / kernel_seconds, 4)}
+             "seconds": round(seconds, 4), "share": round(seconds / kernel_seconds, 4),
+             "wall_seconds": round(wall_shares[(phase, part, in_loop)], 4),
+             "wall_share": round(wall_shares[(phase, part, in_loop)] / busy_seconds, 4)}
             for (phase, part, in_loop), seconds in groups.most_common()]
     return {
         "wall_seconds": wall, "kernel_seconds": kernel_seconds,
+        # Wall time during which some op ran, split among the ops running at once
+        # (`wall_attribution`); the rows' wall_share are shares of it.
+        "busy_wall_seconds": busy_seconds,
         "kernel_seconds_in_recurrent_loops": sum(
             s for (_, _, in_loop), s in groups.items() if in_loop),
         "op_executions": {f"{phase}{' (loop)' if in_loop else ''}": count
@@ -531,8 +586,9 @@ def print_results(results, file=None):
 
 
 PROFILE_COLUMNS = [("phase", "phase", ""), ("part", "part", ""),
-                   ("in_recurrent_loop", "in loop", ""), ("seconds", "s", ".3f"),
-                   ("share", "share", ".1%")]
+                   ("in_recurrent_loop", "in loop", ""), ("seconds", "kernel s", ".3f"),
+                   ("share", "share", ".1%"), ("wall_seconds", "wall s", ".3f"),
+                   ("wall_share", "wall share", ".1%")]
 
 
 def main(argv=None):

@@ -53,6 +53,11 @@ def gru_sequence(projected, hidden, recurrent_kernel, candidate_kernel, mask=Non
         mask = tf.ones(tf.shape(projected)[:2], dtype)
     mask = tf.cast(mask, dtype)[:, :, None]  # [T, B, 1]
 
+    # The backward loop's ops are named `<this scope>/hand_written_gradient/...`
+    # (profiles, `benchmarks/rnn_throughput.py`, count them as the backward pass).
+    gradient_scope = tf.get_current_name_scope()
+    gradient_scope = (gradient_scope + "/" if gradient_scope else "") + "hand_written_gradient/"
+
     @tf.custom_gradient
     def run(projected, hidden, recurrent_kernel, candidate_kernel):
         step_shape, state_shape = projected.shape[1:], hidden.shape
@@ -81,7 +86,7 @@ def gru_sequence(projected, hidden, recurrent_kernel, candidate_kernel, mask=Non
         all_outputs = outputs.stack()
         all_outputs.set_shape(projected.shape[:1].concatenate(state_shape))
 
-        def gradient(d_outputs, d_last):
+        def scoped_gradient(d_outputs, d_last):
             d_hidden = tf.zeros_like(hidden) if d_last is None else d_last
             if d_outputs is None:
                 d_outputs = tf.zeros_like(all_outputs)
@@ -118,6 +123,10 @@ def gru_sequence(projected, hidden, recurrent_kernel, candidate_kernel, mask=Non
                                     tf.reshape(d_candidate_rows.stack(), [-1, units]),
                                     transpose_a=True)
             return d_projected, d_hidden, d_recurrent, d_candidate
+
+        def gradient(*upstream):
+            with tf.name_scope(gradient_scope):
+                return scoped_gradient(*upstream)
 
         return (all_outputs, last), gradient
 

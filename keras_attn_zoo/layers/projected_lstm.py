@@ -43,6 +43,11 @@ def lstm_sequence(projected, hidden, carry, recurrent_kernel):
     """
     import tensorflow as tf
 
+    # The backward loop's ops are named `<this scope>/hand_written_gradient/...`
+    # (profiles, `benchmarks/rnn_throughput.py`, count them as the backward pass).
+    gradient_scope = tf.get_current_name_scope()
+    gradient_scope = (gradient_scope + "/" if gradient_scope else "") + "hand_written_gradient/"
+
     @tf.custom_gradient
     def run(projected, hidden, carry, kernel):
         steps = tf.shape(projected)[0]
@@ -76,7 +81,7 @@ def lstm_sequence(projected, hidden, carry, recurrent_kernel):
         outputs = all_hiddens[1:]
         outputs.set_shape(projected.shape[:1].concatenate(hidden.shape))
 
-        def gradient(d_outputs, d_last_hidden, d_last_carry):
+        def scoped_gradient(d_outputs, d_last_hidden, d_last_carry):
             zeros = tf.zeros_like(hidden)
             d_outputs = tf.zeros_like(outputs) if d_outputs is None else d_outputs
             d_hidden = zeros if d_last_hidden is None else d_last_hidden
@@ -105,6 +110,10 @@ def lstm_sequence(projected, hidden, carry, recurrent_kernel):
             d_kernel = tf.matmul(tf.reshape(all_hiddens[:-1], [-1, units]),
                                  tf.reshape(d_projected, [-1, 4 * units]), transpose_a=True)
             return d_projected, d_hidden, d_carry, d_kernel
+
+        def gradient(*upstream):
+            with tf.name_scope(gradient_scope):
+                return scoped_gradient(*upstream)
 
         return (outputs, last_hidden, last_carry), gradient
 
