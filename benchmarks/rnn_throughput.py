@@ -251,8 +251,6 @@ PARTS = [
     (r"(^|/)adam/|AssignVariableOp|AssignSubVariableOp|AssignAddVariableOp", "optimizer"),
     (r"encoder", "encoder"),
     (r"attention|key_projection|query_projection", "attention"),
-    # The hand-written backward loops of layers.ProjectedLSTM / ProjectedGRU.
-    (r"hand_written_gradient/", "recurrent cell"),
     # x W + b of all steps before the loop (layers.projected_recurrent).
     (r"(lstm_\d+\w*|decoder\w*)/(Tensordot|MatMul)", "input projection"),
     (r"(gru|lstm)_cell|/while/|while_grad", "recurrent cell"),
@@ -270,11 +268,14 @@ CONTAINER_OPS = {"While", "StatelessWhile", "PartitionedCall", "StatefulPartitio
 
 
 def op_phase(name, part):
-    """forward, backward (autodiff's `gradient_tape/` ops and the zoo's
-    hand-written recurrent gradients) or optimizer."""
+    """forward, backward (autodiff's `gradient_tape/` ops) or optimizer.
+
+    A `tf.custom_gradient`'s gradient ops are not under `gradient_tape/`: a
+    hand-written gradient must name its ops so that a rule here finds them.
+    """
     if part == "optimizer":
         return "optimizer"
-    if name.startswith("gradient_tape/") or "hand_written_gradient/" in name:
+    if name.startswith("gradient_tape/"):
         return "backward"
     return "forward"
 
