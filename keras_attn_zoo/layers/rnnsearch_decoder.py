@@ -163,15 +163,14 @@ class RNNSearchDecoder(keras.layers.Layer):
     def _recurrence(self, project_input, hidden, memory, keys, memory_mask, gru_weights):
         """Attend with `s_{i-1}`, then `s_i = GRU(s_{i-1}, [E y_{i-1}; c_i])`.
 
-        `project_input(c_i, α_i)` returns the GRU's input projection
+        `project_input(c_i)` returns the GRU's input projection
         `[E y_{i-1}; c_i] W + b`: the teacher-forced pass has `E y W_E + b` of
-        every position and `h_j W_c` of every source position from before its
-        loop and adds `c_i W_c = Σ_j α_ij h_j W_c` here; a single step
-        multiplies the concatenation. `gru_weights` is `_recurrent_weights()`.
+        every position from before its loop and adds `c_i W_c` here; a single
+        step multiplies the concatenation. `gru_weights` is `_recurrent_weights()`.
         """
         context, attention = self.attention(hidden, memory, memory_mask=memory_mask,
                                             keys=keys)
-        projected_input = project_input(ops.cast(context, self.compute_dtype), attention)
+        projected_input = project_input(ops.cast(context, self.compute_dtype))
         recurrent = ops.matmul(hidden, gru_weights["recurrent_kernel"])
         if gru_weights["recurrent_bias"] is not None:
             recurrent = recurrent + gru_weights["recurrent_bias"]
@@ -181,8 +180,7 @@ class RNNSearchDecoder(keras.layers.Layer):
 
     def _whole_input_projection(self, embedded, gru_weights):
         """`project_input` of one step from its embedded previous token."""
-        def project_input(context, attention):
-            del attention
+        def project_input(context):
             projected = ops.matmul(ops.concatenate([embedded, context], axis=-1),
                                    self.cell.kernel)
             if gru_weights["input_bias"] is not None:
@@ -262,18 +260,10 @@ class RNNSearchDecoder(keras.layers.Layer):
         projected_embedded = ops.matmul(ops.transpose(embedded, (1, 0, 2)), embedded_kernel)
         if gru_weights["input_bias"] is not None:
             projected_embedded = projected_embedded + gru_weights["input_bias"]
-        # c_i W_c = Σ_j α_ij (h_j W_c): `h W_c` of every source position in one
-        # matmul before the loop, so each step multiplies its weights `[B, 1, S]`
-        # by it instead of `c_i` `[B, 2H]` by `W_c` `[2H, 3H]` (and the backward
-        # loop no longer accumulates `dW_c` one step at a time).
-        projected_memory = ops.matmul(ops.cast(memory, self.compute_dtype), context_kernel)
 
         def body(carry, projected_embedded_previous):
-            def project_input(context, attention):
-                del context
-                weights = ops.cast(attention, self.compute_dtype)[:, None, :]
-                return projected_embedded_previous + ops.squeeze(
-                    ops.matmul(weights, projected_memory), axis=1)
+            def project_input(context):
+                return projected_embedded_previous + ops.matmul(context, context_kernel)
 
             hidden, context, attention = self._recurrence(
                 project_input, carry["hidden"], memory, keys, mask, gru_weights)

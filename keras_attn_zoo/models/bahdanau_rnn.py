@@ -28,10 +28,9 @@ Teacher forcing runs the recurrence with `keras.ops.scan` (Keras 3's
 `keras.layers.RNN` has no `constants`): one step is "attend with `s_{i-1}`,
 then GRU", the same Python function `decode_step` runs, so the two agree. For
 speed (issue 36) the teacher-forced pass computes the GRU's input projection
-of the embeddings, `E y_{i-1} W_E + b`, for all positions and `h_j W_c` for
-all source positions before the loop, and adds `c_i W_c = Σ_j α_ij (h_j W_c)`
-inside it, where a decoding step multiplies `[E y_{i-1}; c_i]` by `W` at once:
-the same sum, in another order. The encoder's GRUs
+of the embeddings, `E y_{i-1} W_E + b`, for all positions before the loop and
+adds `c_i W_c` inside it, where a decoding step multiplies `[E y_{i-1}; c_i]`
+by `W` at once: the same sum, in another order. The encoder's GRUs
 (`layers.ProjectedGRU`) likewise project all source embeddings at once.
 
 Scheduled sampling (the seed study's "teacher forcing ratio", Bengio et al.
