@@ -30,12 +30,21 @@ to the recipe's 1500.
 TensorFlow's profiler traces one ``train_on_batch`` and the kernel times of its
 ops are summed by phase (forward, backward, optimizer), part (encoder, recurrent
 cell, attention, output projection, loss, ...) and whether they ran inside a
-recurrent loop (``benchmarks/results/rnn_profile-<date>.json``).
+recurrent loop (``benchmarks/results/rnn_profile-<date>.json``); ``wall_share``
+splits each stretch of wall time among the ops running at once (kernel times
+count concurrent ops in full: two backward matmuls running side by side look
+twice as long as they cost).
+
+``--this-env`` / ``--baseline-env`` set environment variables in one worker
+only, so a process setting (e.g. ``TF_ENABLE_ONEDNN_OPTS``) is alternated like
+code; without ``--baseline-tree`` both workers run this checkout.
 
 Usage:
     python benchmarks/rnn_throughput.py --data ding --baseline-tree /tmp/rnn-base
     python benchmarks/rnn_throughput.py --profile --repeats 1
     python benchmarks/rnn_throughput.py --baseline-full-logits   # real-token projection on vs off
+    python benchmarks/rnn_throughput.py --this-env TF_ENABLE_ONEDNN_OPTS=1 \
+        --baseline-env TF_ENABLE_ONEDNN_OPTS=0   # a process setting, alternated
     python benchmarks/rnn_throughput.py --smoke   # seconds; the checkout against itself
 
 Writes ``benchmarks/results/rnn_throughput-<date>.json`` and prints the table.
@@ -82,6 +91,11 @@ def parse_args(argv=None):
                         help="the baseline's Trainer scores the full logits "
                              "(project_real_tokens=False); without --baseline-tree "
                              "the baseline is this checkout")
+    parser.add_argument("--this-env", default="",
+                        help="KEY=VALUE,... set in this checkout's worker only (e.g. "
+                             "TF_ENABLE_ONEDNN_OPTS=1: process settings alternated)")
+    parser.add_argument("--baseline-env", default="",
+                        help="KEY=VALUE,... set in the baseline's worker only")
     parser.add_argument("--profile", action="store_true",
                         help="also profile one step per checkout and model")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -98,7 +112,7 @@ def parse_args(argv=None):
         # The alternation and profile paths, on this checkout against itself.
         args.baseline_tree = args.baseline_tree or str(REPO)
         args.profile = True
-    if args.baseline_full_logits and not args.baseline_tree:
+    if (args.baseline_full_logits or args.baseline_env) and not args.baseline_tree:
         args.baseline_tree = str(REPO)
     args.models = common.str_list(args.models)
     unknown = sorted(set(args.models) - set(MODELS))
@@ -216,8 +230,9 @@ class WorkerProcess:
     lines starting with `REPLY`.
     """
 
-    def __init__(self, tree, spec, script=__file__):
-        environment = dict(os.environ, PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="2")
+    def __init__(self, tree, spec, script=__file__, extra_environment=None):
+        environment = dict(os.environ, PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="2",
+                           **(extra_environment or {}))
         self.process = subprocess.Popen(
             [sys.executable, str(pathlib.Path(script).resolve()), "--worker",
              json.dumps(spec)],
@@ -439,6 +454,14 @@ def make_batches_file(args, directory):
     return path, vocab_size
 
 
+def parse_environment(text):
+    """``"A=1,B=x"`` -> ``{"A": "1", "B": "x"}``."""
+    pairs = [item.split("=", 1) for item in common.str_list(text)]
+    if any(len(pair) != 2 for pair in pairs):
+        raise ValueError(f"expected KEY=VALUE,... got {text!r}")
+    return dict(pairs)
+
+
 def run(args):
     run_info = common.start_run()
     directory = pathlib.Path(tempfile.mkdtemp(prefix="rnn_throughput-"))
@@ -456,12 +479,15 @@ def run(args):
         for label, tree in trees.items():
             options = ({"project_real_tokens": False}
                        if label == "baseline" and args.baseline_full_logits else {})
-            workers[label] = WorkerProcess(tree, dict(spec, trainer_options=options))
+            extra = parse_environment(args.this_env if label == "this" else args.baseline_env)
+            workers[label] = WorkerProcess(tree, dict(spec, trainer_options=options),
+                                           extra_environment=extra)
             info = workers[label].reply()
             print(f"{label}: {info['keras_attn_zoo']}, matmul "
                   f"{info['matmul_gflops_start']:.0f} GFLOP/s, "
                   + ", ".join(f"{m} loss {v['eval_loss_batch0']:.6f}"
                               for m, v in info["models"].items()), flush=True)
+            info["environment"] = extra
             workers[label].info = info
         times = {(label, model): [] for label in trees for model in args.models}
         cpu_times = {key: [] for key in times}

@@ -194,6 +194,12 @@ def test_rnn_profile_splits_the_wall_time_of_overlapping_kernels():
     part = rnn_throughput.op_part(name, "MatMul")
     assert part == "output projection" and rnn_throughput.op_phase(name, part) == "backward"
     assert rnn_throughput.op_phase("model/lstm_0/while/MatMul", "recurrent cell") == "forward"
+    # --this-env / --baseline-env: a process setting alternated like code.
+    assert rnn_throughput.parse_environment("TF_ENABLE_ONEDNN_OPTS=1,A=b=c") == {
+        "TF_ENABLE_ONEDNN_OPTS": "1", "A": "b=c"}
+    assert rnn_throughput.parse_environment("") == {}
+    args = rnn_throughput.parse_args(["--baseline-env", "TF_ENABLE_ONEDNN_OPTS=0"])
+    assert args.baseline_tree == str(REPO)
 
 
 def test_matmul_rate_counts_every_product_and_stays_below_the_hardware_peak():
