@@ -30,12 +30,21 @@ to the recipe's 1500.
 TensorFlow's profiler traces one ``train_on_batch`` and the kernel times of its
 ops are summed by phase (forward, backward, optimizer), part (encoder, recurrent
 cell, attention, output projection, loss, ...) and whether they ran inside a
-recurrent loop (``benchmarks/results/rnn_profile-<date>.json``).
+recurrent loop (``benchmarks/results/rnn_profile-<date>.json``); ``wall_share``
+splits each stretch of wall time among the ops running at once (kernel times
+count concurrent ops in full: two backward matmuls running side by side look
+twice as long as they cost).
+
+``--this-env`` / ``--baseline-env`` set environment variables in one worker
+only, so a process setting (e.g. ``TF_ENABLE_ONEDNN_OPTS``) is alternated like
+code; without ``--baseline-tree`` both workers run this checkout.
 
 Usage:
     python benchmarks/rnn_throughput.py --data ding --baseline-tree /tmp/rnn-base
     python benchmarks/rnn_throughput.py --profile --repeats 1
     python benchmarks/rnn_throughput.py --baseline-full-logits   # real-token projection on vs off
+    python benchmarks/rnn_throughput.py --this-env TF_ENABLE_ONEDNN_OPTS=1 \
+        --baseline-env TF_ENABLE_ONEDNN_OPTS=0   # a process setting, alternated
     python benchmarks/rnn_throughput.py --smoke   # seconds; the checkout against itself
 
 Writes ``benchmarks/results/rnn_throughput-<date>.json`` and prints the table.
@@ -82,6 +91,11 @@ def parse_args(argv=None):
                         help="the baseline's Trainer scores the full logits "
                              "(project_real_tokens=False); without --baseline-tree "
                              "the baseline is this checkout")
+    parser.add_argument("--this-env", default="",
+                        help="KEY=VALUE,... set in this checkout's worker only (e.g. "
+                             "TF_ENABLE_ONEDNN_OPTS=1: process settings alternated)")
+    parser.add_argument("--baseline-env", default="",
+                        help="KEY=VALUE,... set in the baseline's worker only")
     parser.add_argument("--profile", action="store_true",
                         help="also profile one step per checkout and model")
     parser.add_argument("--worker", default=None, help=argparse.SUPPRESS)
@@ -98,7 +112,7 @@ def parse_args(argv=None):
         # The alternation and profile paths, on this checkout against itself.
         args.baseline_tree = args.baseline_tree or str(REPO)
         args.profile = True
-    if args.baseline_full_logits and not args.baseline_tree:
+    if (args.baseline_full_logits or args.baseline_env) and not args.baseline_tree:
         args.baseline_tree = str(REPO)
     args.models = common.str_list(args.models)
     unknown = sorted(set(args.models) - set(MODELS))
@@ -216,8 +230,9 @@ class WorkerProcess:
     lines starting with `REPLY`.
     """
 
-    def __init__(self, tree, spec, script=__file__):
-        environment = dict(os.environ, PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="2")
+    def __init__(self, tree, spec, script=__file__, extra_environment=None):
+        environment = dict(os.environ, PYTHONPATH=str(tree), TF_CPP_MIN_LOG_LEVEL="2",
+                           **(extra_environment or {}))
         self.process = subprocess.Popen(
             [sys.executable, str(pathlib.Path(script).resolve()), "--worker",
              json.dumps(spec)],
@@ -267,6 +282,45 @@ CONTAINER_OPS = {"While", "StatelessWhile", "PartitionedCall", "StatefulPartitio
                  "If", "StatelessIf", "Case", "StatelessCase"}
 
 
+def op_phase(name, part):
+    """forward, backward (autodiff's `gradient_tape/` ops) or optimizer.
+
+    A `tf.custom_gradient`'s gradient ops are not under `gradient_tape/`: a
+    hand-written gradient must name its ops so that a rule here finds them.
+    """
+    if part == "optimizer":
+        return "optimizer"
+    if name.startswith("gradient_tape/"):
+        return "backward"
+    return "forward"
+
+
+def wall_attribution(intervals):
+    """Each op's share of the wall time: `{key: seconds}` from `(start, end, key)`.
+
+    Kernels overlap (inter-op parallelism: two independent ops of the backward
+    pass run at once, each on part of the cores, and each lasts longer than it
+    would alone), so summed kernel durations count such stretches twice. Here
+    every instant of wall time is split equally among the ops running then;
+    the result sums to the time during which any op ran.
+    """
+    events = sorted([(start, 1, index) for index, (start, _, _) in enumerate(intervals)]
+                    + [(end, -1, index) for index, (_, end, _) in enumerate(intervals)])
+    shares = collections.Counter()
+    running, last = set(), None
+    for time_point, change, index in events:
+        if running and last is not None and time_point > last:
+            portion = (time_point - last) / len(running)
+            for active in running:
+                shares[intervals[active][2]] += portion
+        if change > 0:
+            running.add(index)
+        else:
+            running.discard(index)
+        last = time_point
+    return shares
+
+
 def op_part(name, op_type):
     if op_type.startswith("TensorList") or "TensorArray" in op_type:
         return "loop plumbing"
@@ -283,12 +337,13 @@ def profile_step(train_on_batch, batch, logdir):
     TensorFlow's compute threads: CPU seconds of kernels, so with 2 threads the
     sum may exceed the step's wall time, and time between kernels (scheduling,
     loop iterations waiting) is the difference the result calls ``unattributed``.
+    Ops that run at once are also counted once each; ``wall_share`` splits
+    such stretches among them (`wall_attribution`).
     """
     import glob
     import time
 
     import tensorflow as tf
-    from tensorflow.tsl.profiler.protobuf import xplane_pb2
 
     inputs, labels = batch
     train_on_batch(inputs, labels)
@@ -298,10 +353,18 @@ def profile_step(train_on_batch, batch, logdir):
     wall = time.perf_counter() - started
     tf.profiler.experimental.stop()
     [path] = glob.glob(f"{logdir}/**/*.xplane.pb", recursive=True)
+    return summarize_trace(path, wall)
+
+
+def summarize_trace(path, wall):
+    """`profile_step`'s result from a trace file (``*.xplane.pb``) and the step's wall time."""
+    from tensorflow.tsl.profiler.protobuf import xplane_pb2
+
     space = xplane_pb2.XSpace()
     space.ParseFromString(pathlib.Path(path).read_bytes())
     groups, by_type = collections.Counter(), collections.Counter()
     counts = collections.Counter()
+    intervals = []
     top = collections.Counter()
     for plane in space.planes:
         names = {key: value.name for key, value in plane.event_metadata.items()}
@@ -317,20 +380,28 @@ def profile_step(train_on_batch, batch, logdir):
                     continue  # their ops are counted one by one
                 seconds = event.duration_ps / 1e12
                 part = op_part(op_name, op_type)
-                phase = ("optimizer" if part == "optimizer" else
-                         "backward" if op_name.startswith("gradient_tape/") else "forward")
+                phase = op_phase(op_name, part)
                 in_loop = "/while" in op_name
                 groups[(phase, part, in_loop)] += seconds
+                start = (line.timestamp_ns * 1000 + event.offset_ps) / 1e12
+                intervals.append((start, start + seconds, (phase, part, in_loop)))
                 counts[(phase, in_loop)] += 1
                 by_type[op_type] += seconds
                 # One name per op of the loop body, not per iteration's id.
                 top[re.sub(r"/body/_\d+/", "/body/", op_name) + ":" + op_type] += seconds
     kernel_seconds = sum(groups.values())
+    wall_shares = wall_attribution(intervals)
+    busy_seconds = sum(wall_shares.values())
     rows = [{"phase": phase, "part": part, "in_recurrent_loop": in_loop,
-             "seconds": round(seconds, 4), "share": round(seconds / kernel_seconds, 4)}
+             "seconds": round(seconds, 4), "share": round(seconds / kernel_seconds, 4),
+             "wall_seconds": round(wall_shares[(phase, part, in_loop)], 4),
+             "wall_share": round(wall_shares[(phase, part, in_loop)] / busy_seconds, 4)}
             for (phase, part, in_loop), seconds in groups.most_common()]
     return {
         "wall_seconds": wall, "kernel_seconds": kernel_seconds,
+        # Wall time during which some op ran, split among the ops running at once
+        # (`wall_attribution`); the rows' wall_share are shares of it.
+        "busy_wall_seconds": busy_seconds,
         "kernel_seconds_in_recurrent_loops": sum(
             s for (_, _, in_loop), s in groups.items() if in_loop),
         "op_executions": {f"{phase}{' (loop)' if in_loop else ''}": count
@@ -383,6 +454,14 @@ def make_batches_file(args, directory):
     return path, vocab_size
 
 
+def parse_environment(text):
+    """``"A=1,B=x"`` -> ``{"A": "1", "B": "x"}``."""
+    pairs = [item.split("=", 1) for item in common.str_list(text)]
+    if any(len(pair) != 2 for pair in pairs):
+        raise ValueError(f"expected KEY=VALUE,... got {text!r}")
+    return dict(pairs)
+
+
 def run(args):
     run_info = common.start_run()
     directory = pathlib.Path(tempfile.mkdtemp(prefix="rnn_throughput-"))
@@ -400,12 +479,15 @@ def run(args):
         for label, tree in trees.items():
             options = ({"project_real_tokens": False}
                        if label == "baseline" and args.baseline_full_logits else {})
-            workers[label] = WorkerProcess(tree, dict(spec, trainer_options=options))
+            extra = parse_environment(args.this_env if label == "this" else args.baseline_env)
+            workers[label] = WorkerProcess(tree, dict(spec, trainer_options=options),
+                                           extra_environment=extra)
             info = workers[label].reply()
             print(f"{label}: {info['keras_attn_zoo']}, matmul "
                   f"{info['matmul_gflops_start']:.0f} GFLOP/s, "
                   + ", ".join(f"{m} loss {v['eval_loss_batch0']:.6f}"
                               for m, v in info["models"].items()), flush=True)
+            info["environment"] = extra
             workers[label].info = info
         times = {(label, model): [] for label in trees for model in args.models}
         cpu_times = {key: [] for key in times}
@@ -531,8 +613,9 @@ def print_results(results, file=None):
 
 
 PROFILE_COLUMNS = [("phase", "phase", ""), ("part", "part", ""),
-                   ("in_recurrent_loop", "in loop", ""), ("seconds", "s", ".3f"),
-                   ("share", "share", ".1%")]
+                   ("in_recurrent_loop", "in loop", ""), ("seconds", "kernel s", ".3f"),
+                   ("share", "share", ".1%"), ("wall_seconds", "wall s", ".3f"),
+                   ("wall_share", "wall share", ".1%")]
 
 
 def main(argv=None):

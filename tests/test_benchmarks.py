@@ -181,6 +181,27 @@ def test_common_helpers():
     assert table.splitlines() == ["   X  Y", "----  -", "1.50  -"]
 
 
+def test_rnn_profile_splits_the_wall_time_of_overlapping_kernels():
+    """Two ops running at once share that stretch of wall time (their summed
+    durations count it twice: the 5x "backward output projection" of the
+    2026-11-25 profile was two concurrent matmuls)."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import rnn_throughput
+
+    shares = rnn_throughput.wall_attribution([(0.0, 2.0, "a"), (1.0, 3.0, "b"), (4.0, 5.0, "a")])
+    assert shares == {"a": 2.5, "b": 1.5}
+    name = "gradient_tape/model/decoder/logits/MatMul/MatMul_1"
+    part = rnn_throughput.op_part(name, "MatMul")
+    assert part == "output projection" and rnn_throughput.op_phase(name, part) == "backward"
+    assert rnn_throughput.op_phase("model/lstm_0/while/MatMul", "recurrent cell") == "forward"
+    # --this-env / --baseline-env: a process setting alternated like code.
+    assert rnn_throughput.parse_environment("TF_ENABLE_ONEDNN_OPTS=1,A=b=c") == {
+        "TF_ENABLE_ONEDNN_OPTS": "1", "A": "b=c"}
+    assert rnn_throughput.parse_environment("") == {}
+    args = rnn_throughput.parse_args(["--baseline-env", "TF_ENABLE_ONEDNN_OPTS=0"])
+    assert args.baseline_tree == str(REPO)
+
+
 def test_matmul_rate_counts_every_product_and_stays_below_the_hardware_peak():
     """The measuring stick of every MFU figure counts only work that is done.
 
