@@ -364,19 +364,25 @@ class AttentionMonitor(_Monitor):
         every: steps between refreshes.
         gate_sentences: dev pairs whose attention the kinds' monitored values are
             read from (GMM's gate histograms).
-        ran_size: positions of the input-independent attention drawn (RAN's
-            matrices).
+        image_positions: positions of the input-independent attention drawn
+            (the kinds' `attention_images`, e.g. RAN's matrices).
         max_time_share: the most of the wall time the refreshes may take
             (see `_Monitor`; default 5%: it runs the model on dev sentences
             and draws a matplotlib panel per layer and head); None: every
             `every` steps.
+        ran_size: the former name of `image_positions` (deprecated).
     """
 
     name = "AttentionMonitor"
 
     def __init__(self, model, tokenizer, pairs, every=500, num_sentences=3, max_pieces=30,
-                 gate_sentences=32, ran_size=24, raise_errors=False, max_time_share=0.05):
+                 gate_sentences=32, image_positions=24, raise_errors=False,
+                 max_time_share=0.05, *, ran_size=None):
         super().__init__(every, raise_errors, max_time_share)
+        if ran_size is not None:
+            warnings.warn("AttentionMonitor(ran_size=...) is now image_positions=...",
+                          DeprecationWarning, stacklevel=2)
+            image_positions = ran_size
         self.model = model
         pairs = list(pairs or [])
         self.processor = sentencepiece_processor(tokenizer) if pairs else None
@@ -391,7 +397,7 @@ class AttentionMonitor(_Monitor):
                     and len(self.processor.encode_as_ids(target)) < max_pieces
                     and fits_model(model, self.processor, [(source, target)])):
                 self.pairs.append((source, target))
-        self.ran_size = ran_size
+        self.image_positions = image_positions
         self._watches_attention = None  # whether the model's kinds read any: at first use
         self._warned = False
 
@@ -423,11 +429,11 @@ class AttentionMonitor(_Monitor):
                             [f"head {h}" for h in range(grid.shape[1])],
                             x_labels=src, y_labels=tgt,
                             title=f"step {step}: {self.pairs[k][0][:80]}"))
-            for name, (weights, what) in attention_images(model, self.ran_size).items():
+            for name, (weights, what) in attention_images(model, self.image_positions).items():
                 self._image(f"attention/{name}", heatmap_grid_image(
                     weights, [f"layer {l}" for l in range(weights.shape[0])],
                     [f"head {h}" for h in range(weights.shape[1])],
-                    title=f"step {step}: {what}, first {self.ran_size} positions"))
+                    title=f"step {step}: {what}, first {self.image_positions} positions"))
             self._write_gates()
         trainer.writer.flush()
 
