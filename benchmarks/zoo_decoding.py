@@ -95,16 +95,14 @@ def build_zoo_translator(spec, vocab_path, preset, output_length):
 
     from keras_attn_zoo.export import Translator
     from keras_attn_zoo.models import build_model
+    from keras_attn_zoo.models import extra_token_count
 
     name, kwargs, _ = parse_model_spec(spec)
     proto = pathlib.Path(vocab_path).read_bytes()
     vocab_size = sentencepiece_processor(proto).get_piece_size()
     seed_everything(0)
-    model = build_model(name, vocab_size, preset=preset, **kwargs)
-    extra = model.extra_token_count
-    if extra:  # ids beyond the SentencePiece pieces (the eager translator's 3)
-        seed_everything(0)
-        model = build_model(name, vocab_size + extra, preset=preset, **kwargs)
+    # ids beyond the SentencePiece pieces (the eager translator's 3), known before the build
+    model = build_model(name, vocab_size + extra_token_count(name), preset=preset, **kwargs)
     inner = None
     if name == "eager_translator":
         from keras_attn_zoo.decoding.eager_processor import eager_processor_for
