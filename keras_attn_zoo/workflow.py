@@ -52,6 +52,8 @@ from keras_attn_zoo.data import noise as zoo_noise
 from keras_attn_zoo.data.vocabulary import load_tokenizer
 from keras_attn_zoo.data.vocabulary import train_sentencepiece
 from keras_attn_zoo.data.vocabulary import vocabulary_size
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.evaluation.scores import corpus_scores
 from keras_attn_zoo.models import build_model
 from keras_attn_zoo.models import extra_token_count
@@ -114,8 +116,8 @@ class RunConfig:
     log_dir: Optional[str] = None
     export_dir: Optional[str] = None
     name: Optional[str] = None
-    beam_size: int = 4
-    length_penalty: float = 0.6
+    beam_size: int = DEFAULT_BEAM_SIZE
+    length_penalty: float = DEFAULT_LENGTH_PENALTY
     eval_limit: Optional[int] = None
     checkpoint_every: int = 500
     eval_every: int = 200

@@ -57,6 +57,8 @@ import tensorflow as tf
 from keras_attn_zoo.data.vocabulary import BOS_ID
 from keras_attn_zoo.data.vocabulary import EOS_ID
 from keras_attn_zoo.data.vocabulary import sentencepiece_processor
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +88,8 @@ def teacher_forcing_batch(processor, pairs):
     return pad(sources), pad(targets), source_pieces, target_pieces
 
 
-def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6, translator=None):
+def text_translator(model, tokenizer, beam_size=DEFAULT_BEAM_SIZE,
+                    length_penalty=DEFAULT_LENGTH_PENALTY, translator=None):
     """`texts -> translations` with the zoo's exported beam search, for any model.
 
     `keras_attn_zoo.inference.Translator` applies the model's own hooks (the eager
@@ -302,7 +305,8 @@ class DevTranslationMonitor(_Monitor):
     name = "DevTranslationMonitor"
 
     def __init__(self, model, tokenizer, pairs, every=500, max_sentences=100,
-                 num_examples=5, beam_size=4, length_penalty=0.6, raise_errors=False,
+                 num_examples=5, beam_size=DEFAULT_BEAM_SIZE,
+                 length_penalty=DEFAULT_LENGTH_PENALTY, raise_errors=False,
                  max_time_share=0.05, translator=None):
         super().__init__(every, raise_errors, max_time_share)
         self.model = model
@@ -497,8 +501,9 @@ def _has_monitored_weights(model):
 
 
 def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=100,
-                      num_examples=5, num_attention_sentences=3, beam_size=4,
-                      length_penalty=0.6, raise_errors=False, max_time_share=0.05,
+                      num_examples=5, num_attention_sentences=3,
+                      beam_size=DEFAULT_BEAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY,
+                      raise_errors=False, max_time_share=0.05,
                       dev_translation=True, translator=None):
     """The monitors `recipes/train_wmt.py` installs (see the module docstring).
 
