@@ -33,6 +33,8 @@ NAME = "ct2_speed"
 
 
 def parse_args(argv=None):
+    from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--run-dir", help="training run directory (model.keras, "
                         "vocab.model, results.json)")
@@ -41,7 +43,7 @@ def parse_args(argv=None):
     parser.add_argument("--sentences", type=int, default=500,
                         help="first N Ding test sentences (default 500)")
     parser.add_argument("--batch-size", type=int, default=32)
-    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--beam-size", type=int, default=DEFAULT_BEAM_SIZE)
     parser.add_argument("--length-penalty", type=float, default=0.0)
     parser.add_argument("--threads", type=int, default=os.cpu_count(),
                         help="TensorFlow intra-op threads = CTranslate2 intra_threads")
@@ -57,8 +59,9 @@ def _smoke_model(workdir):
     """A tiny random Transformer, its SavedModel and some synthetic test pairs."""
     from keras_attn_zoo.data.vocabulary import train_sentencepiece
     from keras_attn_zoo.export import export_saved_model
-    from keras_attn_zoo.inference import Translator
     from keras_attn_zoo.models import transformer
+    from keras_attn_zoo.workflow import RunConfig
+    from keras_attn_zoo.workflow import run_translator
     from tests.conftest import make_synthetic_parallel_sentences
 
     pairs = make_synthetic_parallel_sentences(200)
@@ -67,7 +70,7 @@ def _smoke_model(workdir):
 
     size = sentencepiece_processor(vocab).get_piece_size()
     model = transformer(size, preset="tiny")
-    base = export_saved_model(Translator(model, str(vocab)), workdir / "saved",
+    base = export_saved_model(run_translator(RunConfig(), model, str(vocab)), workdir / "saved",
                               name="smoke")
     return model, vocab, base, pairs[:12], "de-en"
 

@@ -42,6 +42,7 @@ import time
 import types
 
 import common
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
 from keras_attn_zoo.training.seeding import seed_everything
 
 DEFAULT_MODELS = "eager_stream,eager_translator,transformer,bahdanau_rnn,ran_transformer"
@@ -53,7 +54,7 @@ def parse_args(argv=None):
     parser.add_argument("--models", default=DEFAULT_MODELS)
     parser.add_argument("--lengths", default="16,64,256,1024")
     parser.add_argument("--batch", type=int, default=1)
-    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--beam", type=int, default=DEFAULT_BEAM_SIZE)
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--timeout", type=int, default=1200,
                         help="seconds per point (default 1200)")

@@ -58,6 +58,8 @@ from zoo_decoding import ZOO_COLUMNS
 from zoo_decoding import measure_zoo
 from zoo_decoding import zoo_summary
 from keras_attn_zoo.data.vocabulary import sentencepiece_processor
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.training.seeding import seed_everything
 
 RESULTS_DIR = common.RESULTS_DIR
@@ -81,7 +83,7 @@ def parse_args(argv=None):
     parser.add_argument("--batches", default="1,32,100")
     parser.add_argument("--beams", default="1,4")
     parser.add_argument("--compare-batch", type=int, default=32)
-    parser.add_argument("--compare-beam", type=int, default=4)
+    parser.add_argument("--compare-beam", type=int, default=DEFAULT_BEAM_SIZE)
     parser.add_argument("--steps", type=int, default=32,
                         help="output tokens T of the keras-hub comparison (default 32)")
     parser.add_argument("--repeats", type=int, default=3,
@@ -134,8 +136,9 @@ def build_export(args, workdir):
 
     from keras_attn_zoo.data.vocabulary import load_tokenizer
     from keras_attn_zoo.export import export_saved_model
-    from keras_attn_zoo.inference import Translator
     from keras_attn_zoo.models import transformer
+    from keras_attn_zoo.workflow import RunConfig
+    from keras_attn_zoo.workflow import run_translator
 
     num_words = max(50, args.vocab_size)
     vocab_path = benchmark_vocabulary(args, workdir)
@@ -143,7 +146,7 @@ def build_export(args, workdir):
     seed_everything(0)
     tokenizer = load_tokenizer(vocab_path)
     model = transformer(int(tokenizer.vocabulary_size()), preset=args.preset)
-    path = export_saved_model(Translator(model, tokenizer),
+    path = export_saved_model(run_translator(RunConfig(), model, tokenizer),
                               workdir / "saved_models" / "bench",
                               model_card={"preset": args.preset, "data": "untrained"})
     return path, words, weights
@@ -156,7 +159,7 @@ def ours_call(signature, sentences, beam, a, b):
 
     text = tf.constant(sentences)
     options = dict(beam_size=tf.constant(beam, tf.int32),
-                   length_penalty=tf.constant(0.6, tf.float32),
+                   length_penalty=tf.constant(DEFAULT_LENGTH_PENALTY, tf.float32),
                    max_length_a=tf.constant(float(a), tf.float32),
                    max_length_b=tf.constant(float(b), tf.float32))
     return lambda: signature(text=text, **options)

@@ -36,10 +36,13 @@ def decode(model, tokenizer, pairs, beam_size):
     import sacrebleu
 
     from keras_attn_zoo.evaluation.scores import corpus_scores
-    from keras_attn_zoo.export import Translator
+    from keras_attn_zoo.workflow import RunConfig
+    from keras_attn_zoo.workflow import run_translator
 
-    hypotheses = Translator(model, tokenizer, beam_size=beam_size,
-                            length_penalty=0.6).translate_texts([s for s, _ in pairs])
+    # GNMT 0.6: the length penalty of both settings compared (see the module docstring).
+    translator = run_translator(RunConfig(beam_size=beam_size, length_penalty=0.6), model,
+                                tokenizer)
+    hypotheses = translator.translate_texts([s for s, _ in pairs])
     references = [t for _, t in pairs]
     scores = corpus_scores(hypotheses, references)
     bleu = sacrebleu.metrics.BLEU().corpus_score(hypotheses, [references])
@@ -51,13 +54,15 @@ def decode(model, tokenizer, pairs, beam_size):
 
 
 def main(argv=None):
+    from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--run-dir", required=True)
     parser.add_argument("--direction", default="de-en")
     parser.add_argument("--test-sentences", type=int, default=None,
                         help="first N test sentences (default all)")
     parser.add_argument("--dev-sentences", type=int, default=200)
-    parser.add_argument("--beam-size", type=int, default=4)
+    parser.add_argument("--beam-size", type=int, default=DEFAULT_BEAM_SIZE)
     parser.add_argument("--candidates", type=common.int_list, default=list(range(0, 11, 2)))
     parser.add_argument("--injection-end", default="reference",
                         help="the after setting's injection_end (choose | reference)")
@@ -69,9 +74,10 @@ def main(argv=None):
     from keras_attn_zoo import data as zoo_data
     from keras_attn_zoo.data.vocabulary import load_tokenizer
     from keras_attn_zoo.evaluation.source_padding import choose_source_padding_injection
-    from keras_attn_zoo.inference import Translator
     from keras_attn_zoo.models.eager.preprocessing import make_eager_id_pairs
     from keras_attn_zoo.models.eager.probe import source_use_probe
+    from keras_attn_zoo.workflow import RunConfig
+    from keras_attn_zoo.workflow import run_translator
 
     run = common.start_run()
     run_dir = pathlib.Path(args.run_dir)
@@ -90,7 +96,8 @@ def main(argv=None):
                        injection_end="choose")
     before = decode(model, tokenizer, test, args.beam_size)
     model.set_decoding(length_normalization="average", injection_end=args.injection_end)
-    choice = choose_source_padding_injection(Translator(model, tokenizer), dev,
+    choice = choose_source_padding_injection(run_translator(RunConfig(), model, tokenizer),
+                                             dev,
                                              candidates=args.candidates,
                                              beam_size=args.beam_size)
     after = decode(model, tokenizer, test, args.beam_size)

@@ -36,6 +36,7 @@ import tempfile
 import types
 
 import common
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
 from keras_attn_zoo.training.seeding import seed_everything
 
 DEFAULT_MODELS = ("transformer,ran_transformer:apply_to=all;max_length=320,"
@@ -50,7 +51,7 @@ def parse_args(argv=None):
     parser.add_argument("--lengths", default="16,32,64,128,256")
     parser.add_argument("--train-batch", type=int, default=16)
     parser.add_argument("--decode-batch", type=int, default=8)
-    parser.add_argument("--beam", type=int, default=4)
+    parser.add_argument("--beam", type=int, default=DEFAULT_BEAM_SIZE)
     parser.add_argument("--vocab-size", type=int, default=8000)
     parser.add_argument("--no-train", action="store_true")
     parser.add_argument("--no-decode", action="store_true")

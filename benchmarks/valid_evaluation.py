@@ -42,10 +42,13 @@ import tensorflow as tf  # noqa: E402
 
 from keras_attn_zoo import data as zoo_data  # noqa: E402
 from keras_attn_zoo.data.vocabulary import load_tokenizer  # noqa: E402
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE  # noqa: E402
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY  # noqa: E402
 from keras_attn_zoo.data.vocabulary import vocabulary_size  # noqa: E402
 from keras_attn_zoo.evaluation.scores import corpus_scores  # noqa: E402
-from keras_attn_zoo.export import Translator  # noqa: E402
 from keras_attn_zoo.models import build_model  # noqa: E402
+from keras_attn_zoo.workflow import RunConfig  # noqa: E402
+from keras_attn_zoo.workflow import run_translator  # noqa: E402
 
 
 def checkpoint_steps(directory):
@@ -86,8 +89,8 @@ def main(argv=None):
     parser.add_argument("--model", default="transformer")
     parser.add_argument("--preset", default="small")
     parser.add_argument("--model-options", default="")
-    parser.add_argument("--beam-size", type=int, default=4)
-    parser.add_argument("--length-penalty", type=float, default=0.6)
+    parser.add_argument("--beam-size", type=int, default=DEFAULT_BEAM_SIZE)
+    parser.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY)
     parser.add_argument("--subsets", type=common.int_list, default=[100, 300, 600, 1200])
     parser.add_argument("--first-step", type=int, default=0,
                         help="skip checkpoints before this step")
@@ -116,8 +119,9 @@ def main(argv=None):
         tf.train.Checkpoint(model=model).restore(
             str(run_dir / "checkpoints" / f"ckpt-{step}")).expect_partial()
         if translator is None:
-            translator = Translator(model, tokenizer, beam_size=args.beam_size,
-                                    length_penalty=args.length_penalty)
+            translator = run_translator(RunConfig(beam_size=args.beam_size,
+                                                  length_penalty=args.length_penalty),
+                                        model, tokenizer)
         row = {"step": step}
         for name, beam in (("greedy", 1), ("beam", args.beam_size)):
             started = time.monotonic()

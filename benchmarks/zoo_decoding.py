@@ -23,6 +23,7 @@ import pathlib
 import common
 from inputs import zoo_source_ids
 from keras_attn_zoo.data.vocabulary import sentencepiece_processor
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.training.seeding import seed_everything
 
 
@@ -93,18 +94,17 @@ def build_zoo_translator(spec, vocab_path, preset, output_length):
     source padding injection and epsilon limit are raised to it, so that only the
     length limit ends its output)."""
 
-    from keras_attn_zoo.export import Translator
     from keras_attn_zoo.models import build_model
+    from keras_attn_zoo.models import extra_token_count
+    from keras_attn_zoo.workflow import RunConfig
+    from keras_attn_zoo.workflow import run_translator
 
     name, kwargs, _ = parse_model_spec(spec)
     proto = pathlib.Path(vocab_path).read_bytes()
     vocab_size = sentencepiece_processor(proto).get_piece_size()
     seed_everything(0)
-    model = build_model(name, vocab_size, preset=preset, **kwargs)
-    extra = model.extra_token_count
-    if extra:  # ids beyond the SentencePiece pieces (the eager translator's 3)
-        seed_everything(0)
-        model = build_model(name, vocab_size + extra, preset=preset, **kwargs)
+    # ids beyond the SentencePiece pieces (the eager translator's 3), known before the build
+    model = build_model(name, vocab_size + extra_token_count(name), preset=preset, **kwargs)
     inner = None
     if name == "eager_translator":
         from keras_attn_zoo.decoding.eager_processor import eager_processor_for
@@ -112,14 +112,14 @@ def build_zoo_translator(spec, vocab_path, preset, output_length):
         inner = eager_processor_for(model, source_padding_injection=output_length,
                                     epsilon_limit=output_length)
     proxy = FixedLengthModel(model, inner)
-    return Translator(proxy, proto, beam_size=4), model
+    return run_translator(RunConfig(), proxy, proto), model
 
 
 def zoo_call(translator, source_ids, beam, length):
     import tensorflow as tf
 
     source = tf.constant(source_ids)
-    options = (tf.constant(beam, tf.int32), tf.constant(0.6, tf.float32),
+    options = (tf.constant(beam, tf.int32), tf.constant(DEFAULT_LENGTH_PENALTY, tf.float32),
                tf.constant(0.0, tf.float32), tf.constant(float(length), tf.float32))
     return lambda: translator.translate_ids(source, *options)
 

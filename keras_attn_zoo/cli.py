@@ -155,7 +155,20 @@ def _name_long_line(message, chunk_lines):
             f"(inputs are never truncated). The model said: {message}")
 
 
+def _search_defaults(args):
+    """Fills the search options left out with the zoo's defaults. Read here, after
+    TensorFlow has started quietly: `keras_attn_zoo.decoding` imports it."""
+    from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+    from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
+
+    if args.beam is None:
+        args.beam = DEFAULT_BEAM_SIZE
+    if args.length_penalty is None:
+        args.length_penalty = DEFAULT_LENGTH_PENALTY
+
+
 def _translate_command(args) -> int:
+    _search_defaults(args)
     problem = _check_translate_options(args)
     if problem:
         print(f"error: {problem}", file=sys.stderr)
@@ -393,9 +406,11 @@ def build_parser() -> argparse.ArgumentParser:
     translate.add_argument("--model", required=True,
                            help="saved_models/NAME (newest version) or "
                                 "saved_models/NAME/VERSION")
-    translate.add_argument("--beam", type=int, default=4, help="beam size (default 4)")
-    translate.add_argument("--length-penalty", type=float, default=0.6,
-                           help="GNMT length penalty alpha (default 0.6)")
+    translate.add_argument("--beam", type=int,
+                           help="beam size (default: the zoo's, decoding.DEFAULT_BEAM_SIZE)")
+    translate.add_argument("--length-penalty", type=float,
+                           help="GNMT length penalty alpha (default: the zoo's, "
+                                "decoding.DEFAULT_LENGTH_PENALTY)")
     translate.add_argument("--max-length-a", type=float, default=None,
                            help="output limit ceil(a * source_tokens + b); default "
                                 "from the model card")

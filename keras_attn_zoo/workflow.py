@@ -52,8 +52,11 @@ from keras_attn_zoo.data import noise as zoo_noise
 from keras_attn_zoo.data.vocabulary import load_tokenizer
 from keras_attn_zoo.data.vocabulary import train_sentencepiece
 from keras_attn_zoo.data.vocabulary import vocabulary_size
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.evaluation.scores import corpus_scores
 from keras_attn_zoo.models import build_model
+from keras_attn_zoo.models import extra_token_count
 from keras_attn_zoo.models import parse_model_options
 from keras_attn_zoo.optimizers import Adam
 from keras_attn_zoo.training import InverseSquareRootSchedule
@@ -113,8 +116,8 @@ class RunConfig:
     log_dir: Optional[str] = None
     export_dir: Optional[str] = None
     name: Optional[str] = None
-    beam_size: int = 4
-    length_penalty: float = 0.6
+    beam_size: int = DEFAULT_BEAM_SIZE
+    length_penalty: float = DEFAULT_LENGTH_PENALTY
     eval_limit: Optional[int] = None
     checkpoint_every: int = 500
     eval_every: int = 200
@@ -325,17 +328,14 @@ def prepare_data(config):
 
 
 def build_for_vocabulary(config, pieces):
-    """The config's model for a tokenizer of `pieces` ids, plus the ids it adds.
-
-    A model with `extra_token_count` ids is built again for `pieces + extra`,
-    after re-seeding, so its weights are those of a single build.
-    """
-    model = build_model(config.model, pieces, preset=config.preset,
+    """The config's model for a tokenizer of `pieces` ids, plus the ids it adds,
+    built once: the builder says how many it adds (`models.extra_token_count`)."""
+    extra = extra_token_count(config.model)
+    model = build_model(config.model, pieces + extra, preset=config.preset,
                         **config.builder_options)
-    if model.extra_token_count:
-        seed_everything(config.seed)
-        model = build_model(config.model, pieces + model.extra_token_count,
-                            preset=config.preset, **config.builder_options)
+    if model.extra_token_count != extra:
+        raise ValueError(f"{config.model} built a model that adds {model.extra_token_count} "
+                         f"ids to the tokenizer's, but its builder says {extra}.")
     return model
 
 

@@ -37,6 +37,13 @@ import time
 
 import numpy as np
 
+from keras_attn_zoo.runtime import start_tensorflow
+
+start_tensorflow()  # before the package imports TensorFlow: no start-up noise
+
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE  # noqa: E402
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY  # noqa: E402
+
 KERAS_MODEL_FILE = "model.keras"
 
 
@@ -76,8 +83,8 @@ def parse_args(argv=None):
                    help="source-length bucket bounds in words for BLEU/chrF")
     p.add_argument("--entropy-buckets", default="20,40",
                    help="source-length bucket bounds in words for entropy (Table 6)")
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--length-penalty", type=float, default=0.6)
+    p.add_argument("--beam-size", type=int, default=DEFAULT_BEAM_SIZE)
+    p.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY)
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--no-progress", action="store_true", help="no progress bars")
     args = p.parse_args(argv)
@@ -104,7 +111,8 @@ def _progress(iterable, total, description, enabled):
 class AnalysisModel:
     """A model to analyse: translations (+ exported alignment) and/or a Keras model."""
 
-    def __init__(self, path, vocab=None, keras_model=None, beam_size=4, length_penalty=0.6):
+    def __init__(self, path, vocab=None, keras_model=None, beam_size=DEFAULT_BEAM_SIZE,
+                 length_penalty=DEFAULT_LENGTH_PENALTY):
         import tensorflow as tf
 
         from keras_attn_zoo.data.vocabulary import sentencepiece_processor
@@ -188,11 +196,13 @@ class AnalysisModel:
         if self.saved is not None:
             signature = self.saved.signatures["translate_with_options"]
             return lambda texts: signature(text=tf.constant(texts), **options)
-        from keras_attn_zoo.inference import Translator
+        from keras_attn_zoo.workflow import RunConfig
+        from keras_attn_zoo.workflow import run_translator
 
         # The analysis' one inference object, whichever way it is called below.
-        translator = Translator(self.keras, str(self.vocab_path), beam_size=self.beam_size,
-                                length_penalty=self.length_penalty)
+        translator = run_translator(RunConfig(beam_size=self.beam_size,
+                                              length_penalty=self.length_penalty),
+                                    self.keras, str(self.vocab_path))
         self.max_input_length = translator.max_input_length
         if self.keras.extra_token_count:  # ids beyond the pieces (eager): text only
             return lambda texts: {"translation": [

@@ -269,6 +269,7 @@ def train_cell(name, cell, data_dir, out_dir, deadline):
     import keras
 
     from keras_attn_zoo.models import build_model
+    from keras_attn_zoo.models import extra_token_count
     from keras_attn_zoo.models import parse_model_options
     from keras_attn_zoo.training.losses import LabelSmoothedCrossEntropy
     from keras_attn_zoo.training.schedules import InverseSquareRootSchedule
@@ -282,11 +283,11 @@ def train_cell(name, cell, data_dir, out_dir, deadline):
     sources, targets = [sources[i] for i in kept], [targets[i] for i in kept]
     valid_sources = _unflat(ids["valid_source"], ids["valid_source_lengths"])
 
+    if extra_token_count(cell["model"]):
+        raise SystemExit(f"{name}: the screen trains models without extra ids only.")
     keras.utils.set_random_seed(cell["seed"])
     model = build_model(cell["model"], cell["vocab_size"], preset=cell["preset"],
                         **parse_model_options(cell["model_options"]))
-    if getattr(model, "extra_token_count", 0):
-        raise SystemExit(f"{name}: the screen trains models without extra ids only.")
     model.compile(
         optimizer=keras.optimizers.Adam(
             InverseSquareRootSchedule(cell["learning_rate"], cell["warmup_steps"]),

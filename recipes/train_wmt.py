@@ -30,6 +30,8 @@ from keras_attn_zoo.runtime import start_tensorflow
 
 start_tensorflow()  # before the workflow imports TensorFlow: no start-up noise
 
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE  # noqa: E402
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY  # noqa: E402
 from keras_attn_zoo.workflow import RunConfig  # noqa: E402
 from keras_attn_zoo.workflow import load_average  # noqa: E402
 from keras_attn_zoo.workflow import training_run  # noqa: E402
@@ -100,8 +102,8 @@ def parse_args(argv=None):
     p.add_argument("--export-dir",
                    help="SavedModel base directory (default saved_models/<name>)")
     p.add_argument("--name", help="run name (default <model>-<preset>-<data>-<direction>)")
-    p.add_argument("--beam-size", type=int, default=4)
-    p.add_argument("--length-penalty", type=float, default=0.6)
+    p.add_argument("--beam-size", type=int, default=DEFAULT_BEAM_SIZE)
+    p.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY)
     p.add_argument("--eval-limit", type=int,
                    help="evaluate on the first N test pairs only (smoke runs)")
     p.add_argument("--checkpoint-every", type=int, default=500)

@@ -135,6 +135,33 @@ def test_ran_matrices_image_and_chief_only(tmp_path, tiny_tokenizer, tiny_parall
     assert tags["attention/cross/sentence_1"] == "images"
 
 
+def test_the_input_independent_attention_is_drawn_at_image_positions(tmp_path,
+                                                                     tiny_tokenizer,
+                                                                     monkeypatch):
+    from keras_attn_zoo.models import attention_kinds
+    from keras_attn_zoo.models.ran_transformer import ran_transformer
+
+    model = ran_transformer(vocabulary_size(tiny_tokenizer), preset="tiny",
+                            apply_to="encoder", max_length=40)
+    drawn = []
+    original = attention_kinds.attention_images
+
+    def spy(model, size):
+        images = original(model, size)
+        drawn.extend(weights.shape[-2:] for weights, _ in images.values())
+        return images
+
+    monkeypatch.setattr(attention_kinds, "attention_images", spy)
+    monitor = AttentionMonitor(model, tiny_tokenizer, [], every=1, image_positions=7,
+                               raise_errors=True)
+    monitor.on_step_end(fake_trainer(tmp_path / "logs"), 1, {})
+    assert drawn == [(7, 7)]
+    # The former, mechanism-named keyword still works, with a warning.
+    with pytest.warns(DeprecationWarning, match="image_positions"):
+        former = AttentionMonitor(model, tiny_tokenizer, [], every=1, ran_size=5)
+    assert former.image_positions == 5
+
+
 def test_a_failing_monitor_switches_itself_off(tmp_path, tiny_sentencepiece_model,
                                                tiny_parallel_corpus):
     class Broken:

@@ -50,6 +50,20 @@ def test_translate_file_keeps_lines_and_order(exported, tmp_path):
     assert not list(tmp_path.glob(".*.part"))
 
 
+def test_translate_defaults_to_the_zoos_search(exported, tmp_path):
+    from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+    from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
+
+    translator, base, _ = exported
+    source, target = tmp_path / "input.txt", tmp_path / "output.txt"
+    source.write_text("".join(line + "\n" for line in LINES[:3]), encoding="utf-8")
+    assert cli.main(["translate", "--model", str(base), "--input", str(source),
+                     "--output", str(target)]) == 0
+    expected = translator.translate_texts(LINES[:3], beam_size=DEFAULT_BEAM_SIZE,
+                                          length_penalty=DEFAULT_LENGTH_PENALTY)
+    assert target.read_text(encoding="utf-8").split("\n")[:-1] == expected
+
+
 def test_undecodable_line_is_an_error_naming_it(exported, tmp_path, capsys):
     _, base, _ = exported
     source = tmp_path / "latin1.txt"

@@ -174,3 +174,32 @@ def test_score_of_a_zoo_model_matches_its_beam_search():
     model = transformer(40, preset="tiny")
     source = tf.constant([[5, 9, 11, 3, 0], [7, 8, 3, 0, 0]], tf.int32)
     check_scores_of_beam_search(model, source, num_return=2)
+
+
+def test_the_default_search_is_written_once():
+    """Every translation the zoo makes by default searches with the one beam and
+    length penalty of `decoding` (`DEFAULT_BEAM_SIZE`, `DEFAULT_LENGTH_PENALTY`)."""
+    import inspect
+
+    from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+    from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
+    from keras_attn_zoo.decoding import beam_search
+    from keras_attn_zoo.inference import Translator
+    from keras_attn_zoo.training.callbacks import DevTranslationMonitor
+    from keras_attn_zoo.training.callbacks import default_callbacks
+    from keras_attn_zoo.training.callbacks import text_translator
+    from keras_attn_zoo.training.early_stopping import EarlyStopping
+    from keras_attn_zoo.workflow import RunConfig
+    from tests.conftest import load_recipe
+
+    for function in (beam_search, Translator.__init__, DevTranslationMonitor.__init__,
+                     default_callbacks, text_translator, RunConfig):
+        parameters = inspect.signature(function).parameters
+        assert parameters["beam_size"].default == DEFAULT_BEAM_SIZE, function
+        assert parameters["length_penalty"].default == DEFAULT_LENGTH_PENALTY, function
+    # Early stopping searches greedily by default, with the same length penalty.
+    stopping = inspect.signature(EarlyStopping.__init__).parameters
+    assert stopping["length_penalty"].default == DEFAULT_LENGTH_PENALTY
+    config = load_recipe("train_wmt").parse_args([])
+    assert (config.beam_size, config.length_penalty) == (DEFAULT_BEAM_SIZE,
+                                                          DEFAULT_LENGTH_PENALTY)

@@ -17,7 +17,8 @@ README = PACKAGE.parent / "README.md"
 # Lower ranks know nothing of higher ones: data and layers know no model, models
 # know no search or trainer, the searches no translator, the translator no
 # exporter or trainer (the trainer's monitors take the run's translator from
-# `inference`, not from the exporter), the trainer no recipe.
+# `inference`, not from the exporter), the trainer no recipe; the leaderboard
+# trains its cells through the workflow, beside it.
 RANKS = {
     "runtime": 0,
     "data": 0,
@@ -30,6 +31,7 @@ RANKS = {
     "export": 6,
     "training": 7,
     "workflow": 8,
+    "leaderboard": 8,
     "cli": 9,
 }
 

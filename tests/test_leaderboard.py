@@ -217,6 +217,7 @@ def test_the_machines_behind_the_speed_columns_are_named():
 def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
     import pytest
 
+    from keras_attn_zoo.leaderboard import cells
     from tests.conftest import load_recipe
 
     monkeypatch.syspath_prepend(str(REPO / "recipes"))  # it imports train_wmt
@@ -236,14 +237,50 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
         leaderboard.parse_args(["--budget-minutes", "5"])  # converge caps with --cap-minutes
     # The gold links live beside the tables' directories, named by data and pairs.
     pairs = [("a b", "c d"), ("e", "f")]
-    path = leaderboard.gold_links_path(args, config, pairs)
+    path = cells.gold_links_path(args.results_dir, config, pairs)
     assert path.parent == tmp_path and path.name.startswith("gold-links-ding-test2-")
 
     # A resumed cell's wall-time cap counts the sessions before it.
     run_dir = tmp_path / "run"
-    assert leaderboard.remaining_cap_minutes(run_dir, 240.0) == 240.0
+    assert cells.remaining_cap_minutes(run_dir, 240.0) == 240.0
     run_dir.mkdir()
     (run_dir / "progress.json").write_text(json.dumps(
         {"500": {"seconds": 600.0}, "1000": {"seconds": 1800.0}}))
-    assert leaderboard.remaining_cap_minutes(run_dir, 240.0) == pytest.approx(210.0)
-    assert leaderboard.remaining_cap_minutes(run_dir, 20.0) == pytest.approx(1e-3)
+    assert cells.remaining_cap_minutes(run_dir, 240.0) == pytest.approx(210.0)
+    assert cells.remaining_cap_minutes(run_dir, 20.0) == pytest.approx(1e-3)
+
+
+def test_searches_are_timed_round_by_round_in_a_rotating_order(monkeypatch):
+    from keras_attn_zoo.evaluation import decoding_speed
+
+    order, clock = [], iter(range(100))
+    monkeypatch.setattr(decoding_speed.time, "perf_counter", lambda: float(next(clock)))
+
+    def search(name):
+        return (lambda: order.append(name) or [len(name)]), [name]
+
+    seconds, lengths = decoding_speed.timed_rounds(
+        {"a": search("a"), "bb": search("bb"), "ccc": search("ccc")}, repeats=3)
+    # No search always runs first: the order turns by one each round.
+    assert order == ["a", "bb", "ccc", "bb", "ccc", "a", "ccc", "a", "bb"]
+    assert seconds == {"a": 1.0, "bb": 1.0, "ccc": 1.0}  # each call: one tick
+    assert lengths == {"a": [1], "bb": [2], "ccc": [3]}
+    # The share of a cycled batch translated as the scored run did.
+    assert decoding_speed.agreement(["x", "y", "x", "z"], ["x", "y"]) == 0.75
+
+
+def test_the_command_becomes_the_packages_settings(tmp_path, monkeypatch):
+    from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+    from tests.conftest import load_recipe
+
+    monkeypatch.syspath_prepend(str(REPO / "recipes"))  # it imports train_wmt
+    recipe = load_recipe("leaderboard")
+    args = recipe.parse_args(["--results-dir", str(tmp_path / "r"), "--models",
+                              "GMM,eager", "--seeds", "1", "--protocol", "fixed"])
+    board = recipe.leaderboard_of(args)
+    assert (board.models, board.seeds, board.protocol, board.steps) == (
+        ["GMM", "eager"], [1], "fixed", 2000)
+    assert board.decode_beam == DEFAULT_BEAM_SIZE and board.results_dir == tmp_path / "r"
+    config = board.config_of("eager", 1)
+    assert config.model == "eager_translator" and config.seed == 1
+    assert config.paths[0] == board.output_dir / "eager" / "seed1"

@@ -35,7 +35,8 @@ def train_files(tmp_path_factory, tiny_parallel_corpus):
 
 def run_recipe(train_files, tmp_path, monkeypatch, model, options="", steps=2,
                flags=()):
-    """Runs the recipe; returns `(results, {"model": ..., "trainer": ...})`.
+    """Runs the recipe; returns `(results, {"model": ..., "trainer": ..., "builds":
+    [vocabulary size of each model built]})`.
 
     No test split, export or monitoring: only the training the options change.
     """
@@ -44,6 +45,7 @@ def run_recipe(train_files, tmp_path, monkeypatch, model, options="", steps=2,
 
     def recording_build_model(*args, **kwargs):
         used["model"] = build_model(*args, **kwargs)
+        used.setdefault("builds", []).append(used["model"].zoo_config["vocabulary_size"])
         return used["model"]
 
     class RecordingTrainer(workflow.Trainer):
@@ -168,6 +170,23 @@ def test_eager_start_pads_shape_the_training_targets(train_files, tmp_path, monk
     start = used["model"].special_ids.start_id
     targets = [target for _, target in seen[0]]
     assert targets and all(list(t[:2]) == [start, start] and t[2] != start for t in targets)
+
+
+def test_a_run_builds_its_model_once_with_the_ids_it_adds(train_files, tmp_path,
+                                                         monkeypatch):
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+    from keras_attn_zoo.models import extra_token_count
+
+    assert extra_token_count("eager_translator") == 3
+    assert extra_token_count("transformer") == 0
+    with pytest.raises(ValueError, match="Unknown model"):
+        extra_token_count("no_such_model")
+    _, used = run_recipe(train_files, tmp_path, monkeypatch, "eager_translator", steps=1)
+    pieces = vocabulary_size(load_tokenizer(tmp_path / "run" / "vocab.model"))
+    # One build, for the tokenizer's pieces and the start, ε and source-pad ids.
+    assert used["builds"] == [pieces + 3]
+    assert used["model"].extra_token_count == 3
 
 
 def test_eager_special_id_on_a_vocabulary_piece_is_refused(train_files, tmp_path,

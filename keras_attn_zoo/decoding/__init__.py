@@ -11,6 +11,8 @@ special ids.
 from keras_attn_zoo.decoding.beam import beam_search
 from keras_attn_zoo.decoding.common import (
     BOS_ID,
+    DEFAULT_BEAM_SIZE,
+    DEFAULT_LENGTH_PENALTY,
     EOS_ID,
     NEG_INF,
     PAD_ID,
@@ -25,6 +27,8 @@ from keras_attn_zoo.decoding.scoring import score_targets
 
 __all__ = [
     "BOS_ID",
+    "DEFAULT_BEAM_SIZE",
+    "DEFAULT_LENGTH_PENALTY",
     "EOS_ID",
     "NEG_INF",
     "PAD_ID",

@@ -42,7 +42,8 @@ from keras_attn_zoo.decoding.loop import sentence_limits
 from keras_attn_zoo.decoding.processors import with_ngram_blocking
 
 
-def beam_search(model, source_ids, *, beam_size=4, length_penalty=0.6,
+def beam_search(model, source_ids, *, beam_size=common.DEFAULT_BEAM_SIZE,
+                length_penalty=common.DEFAULT_LENGTH_PENALTY,
                 max_length_a=2.0, max_length_b=10, num_return=1,
                 logits_processor=None, no_repeat_ngram_size=0,
                 length_normalization="gnmt"):

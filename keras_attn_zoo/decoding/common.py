@@ -64,6 +64,12 @@ def length_penalty(num_tokens, alpha):
     return tf.pow((5.0 + num_tokens) / 6.0, tf.cast(alpha, tf.float32))
 
 
+# The search every translation of the zoo runs unless told otherwise (the
+# Translator, the run's evaluation, the dev monitor, the exported `translate`
+# signature, the command line): beam 4, GNMT length penalty alpha 0.6.
+DEFAULT_BEAM_SIZE = 4
+DEFAULT_LENGTH_PENALTY = 0.6
+
 # How beam search normalises a finished hypothesis' log-probability by its
 # length: the GNMT penalty (the zoo's default), or the mean log-prob per token
 # (Press & Smith's reference generate.py ranks by log-prob / (i + 1)).

@@ -13,7 +13,7 @@ from keras_attn_zoo.decoding import common
 from keras_attn_zoo.decoding.beam import beam_search
 from keras_attn_zoo.decoding.greedy import greedy_search
 from keras_attn_zoo.decoding.greedy import most_probable_token
-from keras_attn_zoo.models.eager.processor import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.models.eager.processor import PAPER_BEAM_SIZE
 from keras_attn_zoo.models.eager.processor import DEFAULT_EPSILON_LIMIT
 from keras_attn_zoo.models.eager.processor import DEFAULT_SOURCE_PADDING_INJECTION
 from keras_attn_zoo.models.eager.processor import apply_eager_rules
@@ -21,7 +21,8 @@ from keras_attn_zoo.models.eager.processor import eager_processor_for
 from keras_attn_zoo.models.eager.processor import strip_eager_tokens
 
 
-def eager_translate(model, source_ids, *, beam_size=DEFAULT_BEAM_SIZE, length_penalty=0.6,
+def eager_translate(model, source_ids, *, beam_size=PAPER_BEAM_SIZE,
+                    length_penalty=common.DEFAULT_LENGTH_PENALTY,
                     max_length_a=2.0, max_length_b=10, length_normalization=None,
                     **options):
     """Translates ``source_ids`` (int32 ``[B, S]``, ending with EOS) with the eager rules.

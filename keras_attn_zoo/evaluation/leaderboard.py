@@ -2,9 +2,10 @@
 shared, the machines behind the speed columns, the budget's evidence, the plots
 and the markdown section.
 
-`recipes/leaderboard.py` trains and evaluates the cells (one JSON file per model
-and seed) and writes what these functions return; nothing here trains or
-translates, so the report is regenerated from the committed cells alone.
+`keras_attn_zoo.leaderboard` (run by `recipes/leaderboard.py`) trains and
+evaluates the cells (one JSON file per model and seed) and writes what these
+functions return; nothing here trains or translates, so the report is
+regenerated from the committed cells alone.
 """
 
 from keras_attn_zoo.evaluation.claims import MIN_SEEDS

@@ -4,7 +4,8 @@ Here, in `export/`, because it decodes through the exported search
 (`Translator`) and scores with `evaluation`: `decoding/` ranks below both.
 """
 
-from keras_attn_zoo.models.eager.processor import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
+from keras_attn_zoo.models.eager.processor import PAPER_BEAM_SIZE
 from keras_attn_zoo.evaluation.scores import corpus_scores
 from keras_attn_zoo.inference.translator import Translator
 
@@ -16,7 +17,8 @@ SOURCE_PADDING_INJECTION_CANDIDATES = tuple(range(0, 11))
 
 def choose_source_padding_injection(translator, dev_pairs, *,
                                     candidates=SOURCE_PADDING_INJECTION_CANDIDATES,
-                                    beam_size=DEFAULT_BEAM_SIZE, length_penalty=0.6):
+                                    beam_size=PAPER_BEAM_SIZE,
+                                    length_penalty=DEFAULT_LENGTH_PENALTY):
     """Picks the source padding injection N with the best dev BLEU, as the paper
     does ("the padding limit, source padding injection value, and beam size
     ... are the ones that perform best on the development set"), and sets it

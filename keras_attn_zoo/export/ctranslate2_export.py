@@ -61,6 +61,8 @@ import tempfile
 
 import numpy as np
 
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+
 # Ids of the zoo's SentencePiece models (keras_attn_zoo.data.vocabulary).
 PAD_PIECE, UNK_PIECE, BOS_PIECE, EOS_PIECE = "<pad>", "<unk>", "<s>", "</s>"
 SPECIAL_PIECES = (PAD_PIECE, UNK_PIECE, BOS_PIECE, EOS_PIECE)
@@ -403,7 +405,8 @@ class CTranslate2Translator:
             max_input_length=0)
         return [list(r.log_probs) for r in results]
 
-    def translate_texts(self, texts, batch_size=32, beam_size=4, length_penalty=0.0,
+    def translate_texts(self, texts, batch_size=32, beam_size=DEFAULT_BEAM_SIZE,
+                        length_penalty=0.0,
                         max_length_a=2.0, max_length_b=10, return_scores=False,
                         exact_limits=True):
         """Translates a list of strings, in the input order.

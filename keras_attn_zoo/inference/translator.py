@@ -57,6 +57,8 @@ import re
 
 import tensorflow as tf
 
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.decoding import beam_search
 from keras_attn_zoo.decoding import common
 from keras_attn_zoo.decoding import sample_search
@@ -187,8 +189,9 @@ class Translator(tf.Module):
     ```
     """
 
-    def __init__(self, model, tokenizer, *, beam_size=4, length_penalty=0.6,
-                 max_length_a=2.0, max_length_b=10, max_input_length=None, name=None):
+    def __init__(self, model, tokenizer, *, beam_size=DEFAULT_BEAM_SIZE,
+                 length_penalty=DEFAULT_LENGTH_PENALTY, max_length_a=2.0, max_length_b=10,
+                 max_input_length=None, name=None):
         super().__init__(name=name)
         if int(beam_size) < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}.")

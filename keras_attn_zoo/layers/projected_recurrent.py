@@ -25,8 +25,8 @@ Measured (issue 36, `benchmarks/rnn_throughput.py`): see docs/speed.md's
 
 import keras
 from keras import ops
-# Keras exports no public form of the loop its RNN layers run (`inner_loop`
-# calls this one); a subclass that replaces `inner_loop` must call it too.
+# Private on purpose: Keras exports no public form of the loop its RNN layers'
+# `inner_loop` runs (`backend.rnn`), and a replaced `inner_loop` must run it too.
 from keras.src import backend as keras_backend
 
 

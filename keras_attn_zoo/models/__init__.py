@@ -15,6 +15,7 @@ from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_attn_zoo.models.attention_kinds import register_attention_kind
 from keras_attn_zoo.models.transformer import transformer
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
+from keras_attn_zoo.models.zoo_model import ZooModel
 
 MODEL_BUILDERS = {
     "transformer": transformer,
@@ -62,8 +63,24 @@ def parse_model_options(text):
     return options
 
 
-def build_model(name, vocabulary_size, preset="small", **overrides):
-    """Builds a zoo model by its builder name (as `train_wmt.py --model` does)."""
+def _builder(name):
     if name not in MODEL_BUILDERS:
         raise ValueError(f"Unknown model {name!r}; choose one of {sorted(MODEL_BUILDERS)}.")
-    return MODEL_BUILDERS[name](vocabulary_size, preset=preset, **overrides)
+    return MODEL_BUILDERS[name]
+
+
+def build_model(name, vocabulary_size, preset="small", **overrides):
+    """Builds a zoo model by its builder name (as `train_wmt.py --model` does)."""
+    return _builder(name)(vocabulary_size, preset=preset, **overrides)
+
+
+def extra_token_count(name):
+    """The vocabulary ids the models of builder `name` add after the tokenizer's
+    pieces (their `extra_token_count`; the eager translator's 3), known before
+    one is built: a tokenizer of `pieces` ids needs
+    `build_model(name, pieces + extra_token_count(name))`.
+
+    A builder whose models add ids says so in its `extra_token_count`
+    attribute; the others add none (`ZooModel.extra_token_count`).
+    """
+    return int(getattr(_builder(name), "extra_token_count", ZooModel.extra_token_count))

@@ -57,6 +57,8 @@ import tensorflow as tf
 from keras_attn_zoo.data.vocabulary import BOS_ID
 from keras_attn_zoo.data.vocabulary import EOS_ID
 from keras_attn_zoo.data.vocabulary import sentencepiece_processor
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 
 logger = logging.getLogger(__name__)
 
@@ -86,7 +88,8 @@ def teacher_forcing_batch(processor, pairs):
     return pad(sources), pad(targets), source_pieces, target_pieces
 
 
-def text_translator(model, tokenizer, beam_size=4, length_penalty=0.6, translator=None):
+def text_translator(model, tokenizer, beam_size=DEFAULT_BEAM_SIZE,
+                    length_penalty=DEFAULT_LENGTH_PENALTY, translator=None):
     """`texts -> translations` with the zoo's exported beam search, for any model.
 
     `keras_attn_zoo.inference.Translator` applies the model's own hooks (the eager
@@ -302,7 +305,8 @@ class DevTranslationMonitor(_Monitor):
     name = "DevTranslationMonitor"
 
     def __init__(self, model, tokenizer, pairs, every=500, max_sentences=100,
-                 num_examples=5, beam_size=4, length_penalty=0.6, raise_errors=False,
+                 num_examples=5, beam_size=DEFAULT_BEAM_SIZE,
+                 length_penalty=DEFAULT_LENGTH_PENALTY, raise_errors=False,
                  max_time_share=0.05, translator=None):
         super().__init__(every, raise_errors, max_time_share)
         self.model = model
@@ -364,19 +368,25 @@ class AttentionMonitor(_Monitor):
         every: steps between refreshes.
         gate_sentences: dev pairs whose attention the kinds' monitored values are
             read from (GMM's gate histograms).
-        ran_size: positions of the input-independent attention drawn (RAN's
-            matrices).
+        image_positions: positions of the input-independent attention drawn
+            (the kinds' `attention_images`, e.g. RAN's matrices).
         max_time_share: the most of the wall time the refreshes may take
             (see `_Monitor`; default 5%: it runs the model on dev sentences
             and draws a matplotlib panel per layer and head); None: every
             `every` steps.
+        ran_size: the former name of `image_positions` (deprecated).
     """
 
     name = "AttentionMonitor"
 
     def __init__(self, model, tokenizer, pairs, every=500, num_sentences=3, max_pieces=30,
-                 gate_sentences=32, ran_size=24, raise_errors=False, max_time_share=0.05):
+                 gate_sentences=32, image_positions=24, raise_errors=False,
+                 max_time_share=0.05, *, ran_size=None):
         super().__init__(every, raise_errors, max_time_share)
+        if ran_size is not None:
+            warnings.warn("AttentionMonitor(ran_size=...) is now image_positions=...",
+                          DeprecationWarning, stacklevel=2)
+            image_positions = ran_size
         self.model = model
         pairs = list(pairs or [])
         self.processor = sentencepiece_processor(tokenizer) if pairs else None
@@ -391,7 +401,7 @@ class AttentionMonitor(_Monitor):
                     and len(self.processor.encode_as_ids(target)) < max_pieces
                     and fits_model(model, self.processor, [(source, target)])):
                 self.pairs.append((source, target))
-        self.ran_size = ran_size
+        self.image_positions = image_positions
         self._watches_attention = None  # whether the model's kinds read any: at first use
         self._warned = False
 
@@ -423,11 +433,11 @@ class AttentionMonitor(_Monitor):
                             [f"head {h}" for h in range(grid.shape[1])],
                             x_labels=src, y_labels=tgt,
                             title=f"step {step}: {self.pairs[k][0][:80]}"))
-            for name, (weights, what) in attention_images(model, self.ran_size).items():
+            for name, (weights, what) in attention_images(model, self.image_positions).items():
                 self._image(f"attention/{name}", heatmap_grid_image(
                     weights, [f"layer {l}" for l in range(weights.shape[0])],
                     [f"head {h}" for h in range(weights.shape[1])],
-                    title=f"step {step}: {what}, first {self.ran_size} positions"))
+                    title=f"step {step}: {what}, first {self.image_positions} positions"))
             self._write_gates()
         trainer.writer.flush()
 
@@ -491,8 +501,9 @@ def _has_monitored_weights(model):
 
 
 def default_callbacks(model, tokenizer, valid_pairs, every=500, bleu_sentences=100,
-                      num_examples=5, num_attention_sentences=3, beam_size=4,
-                      length_penalty=0.6, raise_errors=False, max_time_share=0.05,
+                      num_examples=5, num_attention_sentences=3,
+                      beam_size=DEFAULT_BEAM_SIZE, length_penalty=DEFAULT_LENGTH_PENALTY,
+                      raise_errors=False, max_time_share=0.05,
                       dev_translation=True, translator=None):
     """The monitors `recipes/train_wmt.py` installs (see the module docstring).
 

@@ -35,6 +35,7 @@ import shutil
 import numpy as np
 import tensorflow as tf
 
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.training.callbacks import DevTranslationMonitor
 from keras_attn_zoo.training.curve import write_atomically
 
@@ -98,7 +99,7 @@ class EarlyStopping(DevTranslationMonitor):
 
     def __init__(self, model, tokenizer, pairs, run_dir, every=500, metric="bleu",
                  patience=4, min_improvement=0.0, max_sentences=None, beam_size=1,
-                 length_penalty=0.6, keep_best=1, translator=None):
+                 length_penalty=DEFAULT_LENGTH_PENALTY, keep_best=1, translator=None):
         if metric not in METRICS:
             raise ValueError(f"metric must be one of {METRICS}, got {metric!r}.")
         if every < 1:

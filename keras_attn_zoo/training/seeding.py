@@ -3,6 +3,8 @@
 import random
 
 import numpy as np
+# Private on purpose: Keras' only public setter of its global seed,
+# `keras.utils.set_random_seed`, also calls `tf.random.set_seed` (see below).
 from keras.src.backend.common import global_state
 from keras.src.random import seed_generator
 from keras.src.utils import rng_utils

@@ -5,6 +5,8 @@ tokens, and runs the batches `SentenceScheduler` forms on one worker thread.
 import pathlib
 import threading
 
+from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.export import sentences as sentence_tools
 from keras_attn_zoo.export.saved_model import VOCABULARY_FILE
 from keras_attn_zoo.export.saved_model import latest_version
@@ -143,8 +145,8 @@ class ModelRunner:
     def default_options(self):
         """(beam_size, length_penalty, max_length_a, max_length_b) of the card."""
         defaults = self.model_card.get("defaults", {})
-        return (int(defaults.get("beam_size", 4)),
-                float(defaults.get("length_penalty", 0.6)),
+        return (int(defaults.get("beam_size", DEFAULT_BEAM_SIZE)),
+                float(defaults.get("length_penalty", DEFAULT_LENGTH_PENALTY)),
                 float(defaults.get("max_length_a", 2.0)),
                 float(defaults.get("max_length_b", 10)))
 

@@ -542,3 +542,8 @@ def eager_translator(vocabulary_size, preset="small", **overrides):
     config = resolve_preset(EAGER_PRESETS, preset, overrides, MODEL_ARGUMENTS)
     config.setdefault("name", "eager_translator")
     return EagerLSTMTranslator(vocabulary_size, **config)
+
+
+# What the builder's models add to the tokenizer's ids, known before one is built
+# (`keras_attn_zoo.models.extra_token_count`).
+eager_translator.extra_token_count = EagerLSTMTranslator.extra_token_count

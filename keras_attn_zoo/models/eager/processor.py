@@ -56,7 +56,7 @@ INJECTION_ENDS = ("choose", "reference")
 
 DEFAULT_EPSILON_LIMIT = 3
 DEFAULT_SOURCE_PADDING_INJECTION = 4
-DEFAULT_BEAM_SIZE = 5
+PAPER_BEAM_SIZE = 5  # the paper's decoding command; the zoo's default search has beam 4
 
 
 def apply_eager_rules(log_probs, step, epsilon_count, source_end, eos_log_prob, *,
