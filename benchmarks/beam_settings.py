@@ -40,7 +40,7 @@ from keras_attn_zoo import data as zoo_data  # noqa: E402
 from keras_attn_zoo import models  # noqa: E402, F401 (registers the classes a .keras file names)
 from keras_attn_zoo.data.vocabulary import load_tokenizer  # noqa: E402
 from keras_attn_zoo.evaluation.scores import corpus_scores  # noqa: E402
-from keras_attn_zoo.inference import Translator  # noqa: E402
+from keras_attn_zoo import workflow  # noqa: E402
 
 
 def length_ratio(hypotheses, references):
@@ -91,7 +91,8 @@ def main(argv=None):
     run = common.start_run()
     rate = common.matmul_rate(size=1024, repeats=3, chain=4)
     model = keras.saving.load_model(args.model_file, compile=False)
-    translator = Translator(model, load_tokenizer(args.vocab))
+    translator = workflow.run_translator(workflow.RunConfig(), model,
+                                         load_tokenizer(args.vocab))
     valid = zoo_data.load_pairs(args.data, "valid", args.direction)[: args.limit]
     sources, references = [s for s, _ in valid], [t for _, t in valid]
     rows = sweep(translator, sources, references, args.beam_sizes, args.length_penalties)
