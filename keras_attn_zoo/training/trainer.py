@@ -48,9 +48,10 @@ from keras_attn_zoo.data.pipeline import without_autotune_thread
 from keras_attn_zoo.training.losses import real_token_loss_sum
 from keras_attn_zoo.training.losses import token_loss_sum
 
+from keras_attn_zoo.training.strategy import is_chief
+
 # More traced shapes than this means the data's shapes are not bucketed.
 _MANY_SHAPES = 64
-from keras_attn_zoo.training.strategy import is_chief
 
 
 @dataclasses.dataclass
@@ -173,9 +174,10 @@ class Trainer:
         self._forward_backward = tf.function(self._replica_gradients, jit_compile=True) \
             if jit_compile else self._replica_gradients
         # Under XLA one trace per shape (each compiles once anyway); without
-        # it one shape-generic trace after the second shape.
+        # it one shape-generic trace (`_trace_shape_generic`).
         self._train_step = tf.function(self._distributed_step,
                                        reduce_retracing=not jit_compile)
+        self._generic_traces = set()
 
     @property
     def compiled_shapes(self):
@@ -270,6 +272,8 @@ class Trainer:
         With `carry_state`, the step starts from the state the previous call
         left (or the model's initial one after `reset_state`) and keeps the new one.
         """
+        if not self.jit_compile:
+            self._trace_shape_generic(inputs, labels, self._state)
         values, state = self._train_step(inputs, labels, self._state)
         if self.jit_compile and self.compiled_shapes == _MANY_SHAPES + 1:
             warnings.warn(
@@ -280,6 +284,33 @@ class Trainer:
         if self.carry_state:
             self._state = state
         return {k: float(v) for k, v in values.items()}
+
+    def _trace_shape_generic(self, inputs, labels, state):
+        """Traces the graph-mode step once, for every batch shape, before its first call.
+
+        `reduce_retracing` generalises only when a second shape arrives, so
+        bucketed data paid two traces of the whole step (3.7 s each for the
+        tiny Transformer on 2 cores); one trace with every dimension unknown
+        serves all shapes, and later calls dispatch to it. A carried state
+        changes the step's arguments (None, then tensors): one trace each.
+        Per-replica values (`MirroredStrategy` over several devices) keep
+        `reduce_retracing`.
+        """
+        key = state is None
+        if key in self._generic_traces:
+            return
+        self._generic_traces.add(key)
+        arguments = (inputs, labels, state)
+        if not all(isinstance(value, tf.Tensor)
+                   for value in tf.nest.flatten(arguments) if value is not None):
+            return
+
+        def any_shape(structure):
+            return tf.nest.map_structure(
+                lambda value: tf.TensorSpec([None] * value.shape.rank, value.dtype), structure)
+
+        self._train_step.get_concrete_function(
+            any_shape(inputs), any_shape(labels), None if state is None else any_shape(state))
 
     # ---- the loop -----------------------------------------------------------------
 
