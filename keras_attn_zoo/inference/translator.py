@@ -591,16 +591,21 @@ class Translator(tf.Module):
         return translations
 
     def signatures(self):
-        """The concrete functions `export_saved_model` saves, by signature name."""
-        translate = self.translate.get_concrete_function()
+        """The functions `export_saved_model` saves as signatures, by name.
+
+        The `tf.function`s themselves (each has its input signature), not
+        concrete functions: `tf.saved_model.save` traces them in its own
+        context (a trace made outside it is not reused there), so each is
+        traced once by the export instead of twice.
+        """
         return {
-            "serving_default": translate,
-            "translate": translate,
-            "translate_with_options": self.translate_with_options.get_concrete_function(),
-            "translate_n_best": self.translate_n_best.get_concrete_function(),
-            "sample": self.sample.get_concrete_function(),
-            "translate_ids": self.translate_ids.get_concrete_function(),
-            **({"score": self.score.get_concrete_function()} if self.can_score else {}),
+            "serving_default": self.translate,
+            "translate": self.translate,
+            "translate_with_options": self.translate_with_options,
+            "translate_n_best": self.translate_n_best,
+            "sample": self.sample,
+            "translate_ids": self.translate_ids,
+            **({"score": self.score} if self.can_score else {}),
         }
 
     @property
