@@ -171,12 +171,16 @@ class Trainer:
             if (log_dir and self.is_chief)
             else tf.summary.create_noop_writer()
         )
-        self._forward_backward = tf.function(self._replica_gradients, jit_compile=True) \
+        self._forward_backward = tf.function(self._replica_gradients, jit_compile=True,
+                                             autograph=False) \
             if jit_compile else self._replica_gradients
         # Under XLA one trace per shape (each compiles once anyway); without
-        # it one shape-generic trace (`_trace_shape_generic`).
+        # it one shape-generic trace (`_trace_shape_generic`). No autograph:
+        # the step and the layers branch in Python or with explicit ops (the
+        # layers run on JAX too), and converting them made the trace 1.4-1.7x
+        # slower (tiny Transformer, slow kind).
         self._train_step = tf.function(self._distributed_step,
-                                       reduce_retracing=not jit_compile)
+                                       reduce_retracing=not jit_compile, autograph=False)
         self._generic_traces = set()
 
     @property
