@@ -2,6 +2,7 @@
 
 import os
 import random
+import shutil
 
 import pytest
 
@@ -128,16 +129,30 @@ def tiny_tokenizer(tiny_sentencepiece_model):
 
 
 @pytest.fixture(scope="session")
-def tiny_trained_export(tmp_path_factory):
+def tiny_trained_export(tmp_path_factory, worker_id):
     """`(translator, base, version_dir)` of a tiny trained, exported Transformer.
 
-    Built once per test worker and shared by the export, serving, CLI,
-    analysis and README tests: treat it as read-only (copy the version
-    directory to change anything).
+    Shared by the export, serving, CLI, analysis and README tests: treat it as
+    read-only (copy the version directory to change anything). Under
+    pytest-xdist the first worker to ask builds it (40 s on 2 busy cores) in
+    the run's shared temporary directory and the others load its files.
     """
-    from tests.tiny_export import build_tiny_export
+    from filelock import FileLock
 
-    return build_tiny_export(tmp_path_factory.mktemp("tiny_export"), train_epochs=12)
+    from tests.tiny_export import build_tiny_export
+    from tests.tiny_export import load_tiny_export
+
+    if worker_id == "master":  # not under xdist
+        return build_tiny_export(tmp_path_factory.mktemp("tiny_export"), train_epochs=12)
+    directory = tmp_path_factory.getbasetemp().parent / "tiny_export"
+    with FileLock(f"{directory}.lock"):
+        complete = directory / "complete"
+        if complete.exists():
+            return load_tiny_export(directory)
+        shutil.rmtree(directory, ignore_errors=True)  # a worker died building it
+        built = build_tiny_export(directory, train_epochs=12)
+        complete.touch()
+        return built
 
 
 @pytest.fixture(scope="session")

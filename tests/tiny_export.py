@@ -79,12 +79,26 @@ def build_tiny_export(directory, train_epochs=0, seed=0):
                           from_logits=True, ignore_class=0))
         model.fit(inputs, labels, batch_size=25, epochs=train_epochs, verbose=0,
                   shuffle=False)
+    model.save(directory / "model.keras")  # for `load_tiny_export`
     translator = Translator(model, tokenizer)
     base = directory / "saved_models" / "tiny-en-de"
     version_dir = export_saved_model(
         translator, base,
         model_card={"preset": "tiny", "data": "synthetic", "direction": "en-de"})
     return translator, base, version_dir
+
+
+def load_tiny_export(directory):
+    """`build_tiny_export`'s result from the files it wrote in `directory`."""
+    import keras
+
+    import keras_attn_zoo.models  # noqa: F401  (registers the zoo's classes)
+
+    directory = pathlib.Path(directory)
+    model = keras.saving.load_model(directory / "model.keras", compile=False)
+    translator = Translator(model, load_tokenizer(directory / "vocab.model"))
+    base = directory / "saved_models" / "tiny-en-de"
+    return translator, base, base / "1"
 
 
 # Start of a script run in a fresh interpreter: any import of keras_attn_zoo
