@@ -21,6 +21,7 @@ import keras
 import numpy as np
 import pytest
 
+from tests.conftest import load_recipe
 from tests.tiny_export import FRESH_PROCESS_PRELUDE
 import tensorflow as tf
 
@@ -85,6 +86,23 @@ def sentences(tiny_parallel_corpus):
     return [source for source, _ in tiny_parallel_corpus[:6]] + ["Hund", "", " "]
 
 
+@pytest.fixture(scope="module")
+def references(trained, sentencepiece, sentences):
+    """``{beam_size: reference_translations(...)}`` of the module's model and
+    sentences, each computed once: a sentence-at-a-time search of the nine
+    sentences costs ~10 s, and two tests compare against beam 5."""
+    model, _ = trained
+    computed = {}
+
+    def of_beam(beam_size):
+        if beam_size not in computed:
+            computed[beam_size] = reference_translations(model, sentencepiece, sentences,
+                                                         beam_size)
+        return computed[beam_size]
+
+    return of_beam
+
+
 def reference_translations(model, sentencepiece, texts, beam_size):
     """``eager_translate`` one sentence at a time, stripped and detokenized."""
     output = []
@@ -133,9 +151,9 @@ def test_clean_output_filters_ids_and_alignment(trained):
 
 
 @pytest.mark.parametrize("beam_size", [5, 1])
-def test_translator_equals_eager_translate(trained, sentencepiece, sentences, beam_size):
-    model, translator = trained
-    expected = reference_translations(model, sentencepiece, sentences, beam_size)
+def test_translator_equals_eager_translate(trained, references, sentences, beam_size):
+    _, translator = trained
+    expected = references(beam_size)
     assert translator.translate_texts(sentences, beam_size=beam_size) == expected
     assert any(expected)
 
@@ -211,7 +229,8 @@ FRESH_LOAD_SCRIPT = FRESH_PROCESS_PRELUDE + textwrap.dedent(r"""
 """)
 
 
-def test_export_reloads_in_a_fresh_process(trained, sentencepiece, sentences, tmp_path):
+def test_export_reloads_in_a_fresh_process(trained, sentencepiece, sentences, references,
+                                           tmp_path):
     model, translator = trained
     version_dir = export_saved_model(translator, tmp_path / "eager",
                                      model_card={"preset": "tiny"})
@@ -234,7 +253,7 @@ def test_export_reloads_in_a_fresh_process(trained, sentencepiece, sentences, tm
 
     python_out = translator.translate(tf.constant(sentences))
     assert report["translate"] == [t.decode() for t in python_out["translation"].numpy()]
-    assert report["translate"] == reference_translations(model, sentencepiece, sentences, 5)
+    assert report["translate"] == references(5)
     np.testing.assert_allclose(report["scores"], python_out["score"].numpy(), atol=1e-5)
     python_ids = translator.translate_ids(tf.constant(source, tf.int32), tf.constant(5),
                                           tf.constant(0.6), tf.constant(2.0),
@@ -246,7 +265,8 @@ def test_export_reloads_in_a_fresh_process(trained, sentencepiece, sentences, tm
     assert report["translate_ids_non_core_ops"] == []
 
 
-def test_recipe_trains_evaluates_and_exports(tiny_parallel_corpus, tmp_path):
+def test_recipe_trains_evaluates_and_exports(tiny_parallel_corpus, tmp_path, monkeypatch,
+                                            capsys):
     files = {}
     for split, pairs in (("train", tiny_parallel_corpus[:120]),
                          ("valid", tiny_parallel_corpus[126:132]),
@@ -255,20 +275,19 @@ def test_recipe_trains_evaluates_and_exports(tiny_parallel_corpus, tmp_path):
             path = tmp_path / f"{split}.{side}"
             path.write_text("\n".join(pair[index] for pair in pairs) + "\n")
             files[f"--{split}-{side}"] = str(path)
-    command = [sys.executable, str(REPO / "recipes" / "train_wmt.py"),
-               "--model", "eager_translator", "--preset", "tiny", "--data", "files",
-               "--max-steps", "3", "--eval-limit", "5", "--vocab-size", "100",
-               "--batch-tokens", "600", "--output-dir", str(tmp_path / "run"),
-               "--export-dir", str(tmp_path / "export"), "--quiet",
-               "--model-options", "hidden_dim=24",
-               # chosen on 4 valid pairs, then tested and exported with it
-               "--source-padding-injection", "valid", "--valid-sentences", "4"]
-    command += [item for pair in files.items() for item in pair]
-    completed = subprocess.run(
-        command, capture_output=True, text=True, timeout=300, cwd=tmp_path,
-        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
-    assert completed.returncode == 0, completed.stderr[-3000:]
-    assert "epsilon proportion" in completed.stdout
+    argv = ["--model", "eager_translator", "--preset", "tiny", "--data", "files",
+            "--max-steps", "3", "--eval-limit", "5", "--vocab-size", "100",
+            "--batch-tokens", "600", "--output-dir", str(tmp_path / "run"),
+            "--export-dir", str(tmp_path / "export"), "--quiet",
+            "--model-options", "hidden_dim=24",
+            # chosen on 4 valid pairs, then tested and exported with it
+            "--source-padding-injection", "valid", "--valid-sentences", "4"]
+    argv += [item for pair in files.items() for item in pair]
+    # The recipe's `main` in this process (a subprocess only added TensorFlow's
+    # import; the fresh-process load of an export is the test above).
+    monkeypatch.chdir(tmp_path)
+    assert load_recipe("train_wmt").main(argv) == 0
+    assert "epsilon proportion" in capsys.readouterr().out
     results = json.loads((tmp_path / "run" / "results.json").read_text())
     assert results["model"] == "eager_translator" and results["steps"] == 3
     assert 0.0 <= results["epsilon_proportion"] < 1.0

@@ -9,7 +9,10 @@ counts against the patience, whatever the BLEU of the tiny model is (and with
 (`min_improvement` only decides when to stop), read from the run's own curve.
 """
 
+import contextlib
+import io
 import json
+import shutil
 
 import keras
 import numpy as np
@@ -30,6 +33,30 @@ def corpus_files(tmp_path_factory, tiny_parallel_corpus):
                                 {"train": tiny_parallel_corpus[:120],
                                  "valid": tiny_parallel_corpus[200:206],
                                  "test": tiny_parallel_corpus[280:283]})
+
+
+@pytest.fixture(scope="module")
+def run_without_valid(corpus_files, tmp_path_factory):
+    """`(config, results, printed)` of a 4-step run with no valid split and
+    `--ema-momentum 0.9`: early stopping off, no evaluation, a checkpoint every
+    2 steps. One run (each costs ~20 s of tracing) read by three tests; a test
+    that writes to its directory works on a copy."""
+    run_dir = tmp_path_factory.mktemp("without_valid") / "run"
+    config = run_config(corpus_files, run_dir, "--ema-momentum", "0.9", steps=4, valid=False)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        results = workflow.training_run(config)
+    return config, results, printed.getvalue()
+
+
+@pytest.fixture(scope="module")
+def ema_run(corpus_files, tmp_path_factory):
+    """`(run_dir, results)` of a run with `--ema-momentum 0.9` that evaluates every
+    2 steps and stops on the second evaluation (patience 1)."""
+    run_dir = tmp_path_factory.mktemp("ema") / "run"
+    results = workflow.training_run(run_config(
+        corpus_files, run_dir, "--patience", "1", "--ema-momentum", "0.9"))
+    return run_dir, results
 
 
 def run_config(corpus_files, run_dir, *flags, steps=40, valid=True):
@@ -66,13 +93,15 @@ def assert_same(weights, expected, atol=1e-6):
         np.testing.assert_allclose(got, want, atol=atol)
 
 
-def test_the_best_weights_replace_the_last_ones_before_evaluation(corpus_files, tmp_path):
+def test_the_best_weights_replace_the_last_ones_before_evaluation(run_without_valid,
+                                                                    tmp_path):
     """`final_weights` puts the best checkpoint in the model, here one that is not
     the last: the run's step-2 weights ranked above those of step 4."""
-    run_dir = tmp_path / "run"
-    config = run_config(corpus_files, run_dir, "--valid-every", "0", steps=4)
-    workflow.training_run(config)
-    model = keras.saving.load_model(run_dir / "model.keras")  # the step-4 weights
+    config, _, _ = run_without_valid
+    run_dir = tmp_path / "run"  # a copy: this test writes best/ into it
+    shutil.copytree(config.paths[0], run_dir)
+    model = keras.saving.load_model(run_dir / "model.keras")
+    tf.train.Checkpoint(model=model).read(str(run_dir / "checkpoints" / "ckpt-4"))
     step_2 = checkpoint_weights(model, str(run_dir / "checkpoints" / "ckpt-2"))
     assert any(not np.allclose(a, b) for a, b in zip(model_weights(model), step_2))
 
@@ -89,17 +118,23 @@ def test_the_best_weights_replace_the_last_ones_before_evaluation(corpus_files, 
     assert_same(model_weights(model), step_2)
 
 
-def test_a_run_stops_on_a_plateau_and_its_resume_keeps_the_patience_counter(corpus_files, tmp_path):
+def test_a_resumed_plateau_run_keeps_its_patience_and_averages_its_best_checkpoints(
+        corpus_files, tmp_path):
+    """Two tests' behaviours on one resumed run (a run is ~20 s of fixed cost):
+    test_a_run_stops_on_a_plateau_and_its_resume_keeps_the_patience_counter, and
+    test_averaging_composes_as_the_mean_of_the_best_checkpoints: with
+    `--average-checkpoints 2` early stopping evaluates and saves the mean of the
+    2 best evaluations' checkpoints. (That without averaging the best one alone
+    is kept and saved: test_the_ema_is_what_is_evaluated_and_the_raw_weights_train_on.)"""
     run_dir = tmp_path / "run"
-    first = workflow.training_run(
-        run_config(corpus_files, run_dir, "--patience", "3", steps=4))
+    flags = ("--patience", "3", "--average-checkpoints", "2")
+    first = workflow.training_run(run_config(corpus_files, run_dir, *flags, steps=4))
     assert first["stop_reason"] == "max_steps"
     assert first["early_stopping"]["evaluations_since_best"] == 1
     # The same command with more steps: evaluations at 6 and 8 use up the
     # patience of 3 with the one at 4. A run that forgot its state would count
     # its first evaluation after the resume (6) as an improvement and stop at 12.
-    second = workflow.training_run(
-        run_config(corpus_files, run_dir, "--patience", "3", steps=40))
+    second = workflow.training_run(run_config(corpus_files, run_dir, *flags, steps=40))
     assert second["resumed_from_step"] == 4
     assert second["stop_reason"] == "converged" and second["steps"] == 8
     assert [e["step"] for e in second["valid_curve"]] == [2, 4, 6, 8]
@@ -108,21 +143,25 @@ def test_a_run_stops_on_a_plateau_and_its_resume_keeps_the_patience_counter(corp
     assert second["early_stopping"]["valid_pairs"] == 6
     for point in second["valid_curve"]:
         assert set(point) == {"step", "bleu", "chrf"}
-    best = ranked_steps(second["valid_curve"])[0]
-    assert second["best_step"] == best and second["evaluated_steps"] == [best]
+    two_best = ranked_steps(second["valid_curve"])[:2]
+    assert second["best_step"] == two_best[0]
+    assert second["evaluated_steps"] == two_best and second["averaged_checkpoints"] == 2
     assert (run_dir / "learning_curve.png").stat().st_size > 0
-    # The best checkpoint alone is kept, and it is what was evaluated and saved.
-    assert {p.name.split(".")[0] for p in (run_dir / "best").iterdir()} == {f"step-{best}"}
+    # The 2 best checkpoints alone are kept, and their mean is what was
+    # evaluated and saved.
+    assert {p.name.split(".")[0] for p in (run_dir / "best").iterdir()} == {
+        f"step-{step}" for step in two_best}
     saved = keras.saving.load_model(run_dir / "model.keras")
-    assert_same(model_weights(saved),
-                checkpoint_weights(saved, str(run_dir / "best" / f"step-{best}")))
+    first_best, second_best = (checkpoint_weights(saved, str(run_dir / "best" / f"step-{s}"))
+                               for s in two_best)
+    assert_same(model_weights(saved), [(a + b) / 2 for a, b in zip(first_best, second_best)])
 
     # A converged run started again trains nothing and exports the same best.
-    third = workflow.training_run(
-        run_config(corpus_files, run_dir, "--patience", "3", steps=40))
+    third = workflow.training_run(run_config(corpus_files, run_dir, *flags, steps=40))
     assert third["steps"] == 8 and third["resumed_from_step"] == 8
     assert third["stop_reason"] == "converged"
     assert third["best_step"] == second["best_step"]
+    assert third["evaluated_steps"] == second["evaluated_steps"]
 
 
 class ResumingTrainer:
@@ -166,13 +205,14 @@ def test_a_kill_between_an_evaluation_and_its_checkpoint_is_redone_once(corpus_f
     assert sorted(results["evaluated_steps"]) == [2, 4, 6]
 
 
-def test_the_ema_is_what_is_evaluated_and_the_raw_weights_train_on(corpus_files, tmp_path):
-    run_dir = tmp_path / "run"
-    results = workflow.training_run(run_config(
-        corpus_files, run_dir, "--patience", "1", "--ema-momentum", "0.9"))
+def test_the_ema_is_what_is_evaluated_and_the_raw_weights_train_on(ema_run,
+                                                                    run_without_valid):
+    run_dir, results = ema_run
     assert results["stop_reason"] == "converged" and results["steps"] == 4
     best = results["best_step"]
     saved = keras.saving.load_model(run_dir / "model.keras")
+    # The best checkpoint alone is kept, and it is what was evaluated and saved.
+    assert {p.name.split(".")[0] for p in (run_dir / "best").iterdir()} == {f"step-{best}"}
     averaged = checkpoint_weights(saved, str(run_dir / "best" / f"step-{best}"))
     assert_same(model_weights(saved), averaged)
     # The best checkpoint holds the moving average; the run's own checkpoint
@@ -180,32 +220,18 @@ def test_the_ema_is_what_is_evaluated_and_the_raw_weights_train_on(corpus_files,
     raw = checkpoint_weights(saved, str(run_dir / "checkpoints" / f"ckpt-{best}"))
     assert any(not np.allclose(a, b, atol=1e-6) for a, b in zip(averaged, raw))
 
-    same_without = workflow.training_run(run_config(
-        corpus_files, tmp_path / "plain", "--valid-every", "0", "--ema-momentum", "0.9",
-        steps=4))
+    # The same 4 steps without any evaluation (no valid split) train the same
+    # raw weights: evaluating the average did not disturb training.
+    config, same_without, _ = run_without_valid
     assert same_without["stop_reason"] == "max_steps"
-    plain = checkpoint_weights(saved, str(tmp_path / "plain" / "checkpoints" / "ckpt-4"))
+    plain = checkpoint_weights(saved, str(config.paths[0] / "checkpoints" / "ckpt-4"))
     with_evaluations = checkpoint_weights(saved, str(run_dir / "checkpoints" / "ckpt-4"))
     assert_same(with_evaluations, plain, atol=1e-5)
 
 
-def test_averaging_composes_as_the_mean_of_the_best_checkpoints(corpus_files, tmp_path):
-    run_dir = tmp_path / "run"
-    results = workflow.training_run(run_config(
-        corpus_files, run_dir, "--patience", "0", "--average-checkpoints", "2", steps=6))
-    two_best = ranked_steps(results["valid_curve"])[:2]
-    assert results["evaluated_steps"] == two_best and results["averaged_checkpoints"] == 2
-    saved = keras.saving.load_model(run_dir / "model.keras")
-    first, second = (checkpoint_weights(saved, str(run_dir / "best" / f"step-{s}"))
-                     for s in two_best)
-    assert_same(model_weights(saved), [(a + b) / 2 for a, b in zip(first, second)])
-
-
-def test_a_run_without_a_valid_split_says_it_exports_the_last_weights(corpus_files, tmp_path,
-                                                                     capsys):
-    results = workflow.training_run(run_config(corpus_files, tmp_path / "run", steps=2,
-                                               valid=False))
-    assert "early stopping: off, the data has no valid split" in capsys.readouterr().out
+def test_a_run_without_a_valid_split_says_it_exports_the_last_weights(run_without_valid):
+    _, results, printed = run_without_valid
+    assert "early stopping: off, the data has no valid split" in printed
     assert results["stop_reason"] == "max_steps" and "best_step" not in results
 
 
@@ -227,8 +253,10 @@ def test_an_unknown_metric_is_refused_by_the_recipe(corpus_files, tmp_path, caps
     assert "--valid-metric: invalid choice: 'ter'" in capsys.readouterr().err
 
 
-def test_a_state_file_of_another_metric_is_refused(corpus_files, tmp_path):
-    run_dir = tmp_path / "run"
-    workflow.training_run(run_config(corpus_files, run_dir, "--patience", "2"))
+def test_a_state_file_of_another_metric_is_refused(corpus_files, ema_run, tmp_path):
+    run_dir = tmp_path / "run"  # a copy of a run whose state ranks by BLEU
+    shutil.copytree(ema_run[0], run_dir)
+    # Its command again, with another metric.
     with pytest.raises(ValueError, match="ranks checkpoints by 'bleu', this run by 'chrf'"):
-        workflow.training_run(run_config(corpus_files, run_dir, "--valid-metric", "chrf"))
+        workflow.training_run(run_config(corpus_files, run_dir, "--patience", "1",
+                                         "--ema-momentum", "0.9", "--valid-metric", "chrf"))

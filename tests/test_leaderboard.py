@@ -6,10 +6,37 @@ import os
 import pathlib
 import subprocess
 import sys
+import textwrap
 
 from tests.conftest import make_synthetic_parallel_sentences
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
+
+# Runs several leaderboard commands one after the other in one fresh process
+# (`main(argv)` each), writing `[{"stdout": ..., "files": {name: text}}]`: each
+# command's output and, after it, the text of the named files under the results
+# directory. A process per command paid TensorFlow's import each time; a
+# process (not pytest's) because `main` clears the Keras session between cells,
+# which would drop the TensorFlow resources of other tests in this worker.
+COMMANDS_SCRIPT = textwrap.dedent(r"""
+    import contextlib, io, json, pathlib, sys
+
+    sys.path.insert(0, sys.argv[1])
+    import leaderboard
+
+    commands, results, names = (json.loads(argument) for argument in sys.argv[2:5])
+    report_path = pathlib.Path(sys.argv[5])
+    report = []
+    for argv in commands:
+        sys.argv = ["leaderboard.py", *argv]  # the command the cells record
+        printed = io.StringIO()
+        with contextlib.redirect_stdout(printed):
+            leaderboard.main(argv)
+        files = {name: (pathlib.Path(results) / name).read_text(encoding="utf-8")
+                 for name in names}
+        report.append({"stdout": printed.getvalue(), "files": files})
+    report_path.write_text(json.dumps(report), encoding="utf-8")
+""")
 
 
 def _write_split(directory, name, pairs):
@@ -30,7 +57,7 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
                       "--readme) -->\nstale section\n<!-- leaderboard:end -->\n\nafter\n",
                       encoding="utf-8")
     base = [
-        sys.executable, str(REPO / "recipes" / "leaderboard.py"), "--quick",
+        "--quick",
         "--preset", "tiny", "--output-dir", str(runs), "--results-dir", str(results),
         "--decode-batch", "8", "--data", "files",
         # Converged by early stopping (patience 1 on greedy valid BLEU), capped at 4 steps.
@@ -41,17 +68,25 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
         "--vocab-size", "120", "--batch-tokens", "256", "--max-length", "32",
         "--eval-every", "1", "--readme", str(readme)]
     env = dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2")
+    script = tmp_path / "commands.py"
+    script.write_text(COMMANDS_SCRIPT, encoding="utf-8")
 
-    def run(*extra):
-        completed = subprocess.run(base + list(extra), capture_output=True, text=True,
-                                   timeout=600, env=env, cwd=tmp_path)
+    def run(*commands, files=()):
+        """`[(stdout, {name: text after it})]` of the commands, run in one process."""
+        report_path = tmp_path / "commands.json"
+        completed = subprocess.run(
+            [sys.executable, str(script), str(REPO / "recipes"),
+             json.dumps([base + list(extra) for extra in commands]), json.dumps(str(results)),
+             json.dumps(list(files)), str(report_path)],
+            capture_output=True, text=True, timeout=900, env=env, cwd=tmp_path)
         assert completed.returncode == 0, completed.stderr[-3000:] + completed.stdout[-3000:]
-        assert "FAILED" not in completed.stdout, completed.stdout[-4000:]
-        return completed.stdout
+        report = json.loads(report_path.read_text(encoding="utf-8"))
+        for entry in report:
+            assert "FAILED" not in entry["stdout"], entry["stdout"][-4000:]
+        return [(entry["stdout"], entry["files"]) for entry in report]
 
     # The Transformer for two seeds, RNNsearch for the first: three cells.
-    run("--models", "transformer", "--seeds", "0,1")
-    run("--models", "RNNsearch", "--seeds", "0")
+    run(("--models", "transformer", "--seeds", "0,1"), ("--models", "RNNsearch", "--seeds", "0"))
 
     cells = {}
     for model, seed in (("transformer", 0), ("transformer", 1), ("RNNsearch", 0)):
@@ -112,29 +147,36 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
     for model, name in images:  # each model's lowest seed, shown in the README
         assert f"(results/{model}/seed0/probes/{name})" in text
 
+    # The commands that train nothing, in one process; each file's text is read
+    # after each command.
+    seed0_cell = "transformer/seed0/cell.json"
+    (again, after_again), (skipped, _), (retimed, after_retimed), (not_retimed, _), (
+        timed_together, _) = run(
+        ("--models", "transformer,RNNsearch", "--seeds", "0,1", "--report-only"),
+        ("--models", "transformer", "--seeds", "0"),
+        ("--models", "transformer", "--seeds", "0,1", "--retime-decoding"),
+        ("--models", "transformer", "--seeds", "0", "--retime-decoding"),
+        ("--models", "transformer,RNNsearch", "--seeds", "0", "--time-seeds"),
+        files=("leaderboard.md", seed0_cell))
+
     # Resumable: finished cells are skipped; the report comes from the cell files alone.
-    again = run("--models", "transformer,RNNsearch", "--seeds", "0,1", "--report-only")
     assert "training" not in again and "finished before" not in again
-    assert (results / "leaderboard.md").read_text(encoding="utf-8") == section
-    skipped = run("--models", "transformer", "--seeds", "0")
+    assert after_again["leaderboard.md"] == section
     assert "finished before" in skipped
 
     # A cell that ran before its speed peer is timed against it later, in one process,
     # once; the rest of the cell stays as it was.
-    retimed = run("--models", "transformer", "--seeds", "0,1", "--retime-decoding")
     assert "[transformer/seed0] decoding" in retimed and "seed1] decoding" not in retimed
-    cell = json.loads((results / "transformer/seed0/cell.json").read_text(encoding="utf-8"))
+    cell = json.loads(after_retimed[seed0_cell])
     entry = cell["decode_versus"]["RNNsearch"]
     assert entry["ratio"] > 0 and entry["retimed"]["machine"]["matmul_gflops"] > 0
     for share in ("agreement_with_cell", "peer_agreement_with_cell"):
         assert 0.0 <= entry["retimed"][share] <= 1.0
     assert cell["bleu"] == cells["transformer", 0]["bleu"]
-    assert "] decoding" not in run("--models", "transformer", "--seeds", "0",
-                                 "--retime-decoding")
+    assert "] decoding" not in not_retimed
 
     # Every model of a seed timed in one process with the scored models themselves.
-    assert "2 models timed together" in run("--models", "transformer,RNNsearch", "--seeds",
-                                            "0", "--time-seeds")
+    assert "2 models timed together" in timed_together
     timing = json.loads((results / "speed-seed0.json").read_text(encoding="utf-8"))
     assert set(timing["models"]) == {"transformer", "RNNsearch"}
     assert timing["models"]["transformer"]["ratio_to_transformer"] == 1.0

@@ -8,7 +8,9 @@ raw trained weights; and a monitored run's dev learning curve (printed, drawn,
 kept in the results). Tiny models, a few steps, no test split unless needed.
 """
 
+import contextlib
 import dataclasses
+import io
 import json
 
 import numpy as np
@@ -28,7 +30,8 @@ RECIPE = load_recipe("train_wmt")
 def corpus_files(tmp_path_factory, tiny_parallel_corpus):
     return write_parallel_files(tmp_path_factory.mktemp("low_resource"),
                                 {"train": tiny_parallel_corpus[:120],
-                                 "test": tiny_parallel_corpus[280:283]})
+                                 "test": tiny_parallel_corpus[280:283],
+                                 "valid": tiny_parallel_corpus[283:287]})
 
 
 def recipe_config(corpus_files, tmp_path, *flags, model="transformer", steps=2,
@@ -109,22 +112,40 @@ def test_bad_low_resource_flags_are_refused_before_any_work(corpus_files, tmp_pa
 # ---- --average-checkpoints -----------------------------------------------------------------
 
 
-def test_a_low_resource_run_averages_its_last_checkpoints(corpus_files, tmp_path):
+@pytest.fixture(scope="module")
+def low_resource_run(corpus_files, tmp_path_factory):
+    """`(run_dir, results, printed)` of one monitored 4-step run with every
+    low-resource option at once (2 + 2 layers, a checkpoint every 2 steps, the
+    last 2 averaged) and the dev monitor on 4 valid pairs, every step. Shared by
+    the averaging and the learning-curve tests: a run is ~20 s of fixed cost,
+    and the monitor only reads the weights it evaluates."""
+    options = "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1;decoder_layer_drop=0.2"
+    tmp_path = tmp_path_factory.mktemp("low_resource_run")
+    config = recipe_config(
+        corpus_files, tmp_path, "--model-options", options, "--word-dropout", "0.2",
+        "--average-checkpoints", "2", "--checkpoint-every", "2",
+        "--valid-src", str(corpus_files["valid_src"]),
+        "--valid-tgt", str(corpus_files["valid_tgt"]), "--eval-every", "1",
+        "--beam-size", "1", "--valid-every", "0", steps=4)
+    config = dataclasses.replace(config, no_monitoring=False)
+    printed = io.StringIO()
+    with contextlib.redirect_stdout(printed):
+        results = workflow.training_run(config)
+    return tmp_path / "run", results, printed.getvalue()
+
+
+def test_a_low_resource_run_averages_its_last_checkpoints(low_resource_run):
     """End to end, 2 + 2 layers: every low-resource option at once."""
     import keras
 
-    options = "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1;decoder_layer_drop=0.2"
-    config = recipe_config(
-        corpus_files, tmp_path, "--model-options", options, "--word-dropout", "0.2",
-        "--average-checkpoints", "2", "--checkpoint-every", "2", steps=4)
-    results = workflow.training_run(config)
+    run_dir, results, _ = low_resource_run
     assert results["steps"] == 4 and results["averaged_checkpoints"] == 2
     assert results["word_dropout"] == 0.2 and results["model_options"]["decoder_layer_drop"] == 0.2
-    checkpoints = tmp_path / "run" / "checkpoints"
+    checkpoints = run_dir / "checkpoints"
     paths = latest_checkpoints(checkpoints, 3)
     assert [path.rsplit("-", 1)[1] for path in paths] == ["2", "4"]
 
-    exported = keras.saving.load_model(tmp_path / "run" / "model.keras")
+    exported = keras.saving.load_model(run_dir / "model.keras")
     assert [block.feed_forward._dropout_layer.rate
             for block in exported.decoder_blocks] == [0.1, 0.1]
     fresh = type(exported).from_config(exported.get_config())
@@ -235,24 +256,18 @@ def test_ema_run_puts_the_average_in_the_model_and_keeps_raw_weights_on_disk(
 # ---- the learning curve of a run -----------------------------------------------------------
 
 
-def test_a_monitored_run_prints_and_draws_its_dev_learning_curve(
-        corpus_files, tmp_path, tiny_parallel_corpus, capsys):
-    valid = write_parallel_files(tmp_path, {"valid": tiny_parallel_corpus[283:287]})
-    config = recipe_config(corpus_files, tmp_path, "--valid-src", str(valid["valid_src"]),
-                           "--valid-tgt", str(valid["valid_tgt"]), "--eval-every", "1",
-                           "--beam-size", "1", "--valid-every", "0", steps=3)
-    config = dataclasses.replace(config, no_monitoring=False)
-    results = workflow.training_run(config)
+def test_a_monitored_run_prints_and_draws_its_dev_learning_curve(low_resource_run):
+    run_dir, results, printed = low_resource_run
     curve = results["learning_curve"]
     # Evaluated at step 1, then postponed by the 4% time share (not every step).
     assert curve[0]["step"] == 1 and 1 <= len(curve) <= 3
     minutes = [point["minutes"] for point in curve]
     assert minutes == sorted(minutes) and minutes[0] > 0
     assert all(0 <= point["bleu"] <= 100 and 0 <= point["chrf"] <= 100 for point in curve)
-    png = tmp_path / "run" / "learning_curve.png"
+    png = run_dir / "learning_curve.png"
     assert results["learning_curve_png"] == str(png)
     assert png.read_bytes().startswith(b"\x89PNG")
-    assert "dev learning curve" in capsys.readouterr().out
+    assert "dev learning curve" in printed
     # Kept next to the results.
-    saved = json.loads((tmp_path / "run" / "results.json").read_text())
+    saved = json.loads((run_dir / "results.json").read_text())
     assert saved["learning_curve"] == curve

@@ -70,11 +70,13 @@ def run_recipe(train_files, tmp_path, monkeypatch, model, options="", steps=2,
 
 def test_teacher_forcing_decay_decays_during_the_run(train_files, tmp_path, monkeypatch):
     decay = '{"schedule": "linear", "final": 0.5, "steps": 4}'
+    # One step: a second one only retraces the training step for its batch shape
+    # (~4 s) and the schedule is as much in effect after one.
     results, used = run_recipe(train_files, tmp_path, monkeypatch, "bahdanau_rnn",
-                               f"teacher_forcing_decay={decay}", steps=3)
-    assert results["steps"] == 3
-    # p(3) on the linear schedule from 1.0 to 0.5 over 4 steps.
-    assert used["model"].teacher_forcing_ratio == pytest.approx(0.625)
+                               f"teacher_forcing_decay={decay}", steps=1)
+    assert results["steps"] == 1
+    # p(1) on the linear schedule from 1.0 to 0.5 over 4 steps.
+    assert used["model"].teacher_forcing_ratio == pytest.approx(0.875)
 
 
 def test_a_constant_teacher_forcing_ratio_needs_no_schedule():
@@ -93,11 +95,15 @@ def test_weighted_branch_weight_warmup_trains_kappa_alpha_on_their_schedule(
     from keras_attn_zoo.training.simplex import BranchWeightAdam
 
     steps, heads = 3, 4
+    # max_length=20 too: this run is also the Transformer family's case of
+    # test_model_max_length_bounds_the_training_pairs (a run of its own cost ~20 s).
     results, used = run_recipe(
         train_files, tmp_path, monkeypatch, "weighted_transformer",
-        f'num_heads={heads};branch_weight_warmup_steps=1',
+        f'num_heads={heads};branch_weight_warmup_steps=1;max_length=20',
         steps=steps)
     assert results["steps"] == steps
+    assert used["model"].zoo_config["max_length"] == 20
+    assert 0 < results["pairs_dropped_too_long"] < 120
     optimizer = used["trainer"].optimizer
     assert isinstance(optimizer, BranchWeightAdam)
     assert optimizer.branch_weight_learning_rate.warmup_steps == 1
@@ -132,14 +138,17 @@ def test_branch_weight_warmup_without_branches_is_refused(
 
 # The limit is read from `zoo_config["max_length"]` whatever the builder, so two
 # builders stand for all: RAN (a fixed-size table, as the synthesizer: the run
-# would stop at the first longer batch) and the Transformer (it would train on
-# lengths it then refuses to translate, as GMM, HC-SA and RNNsearch would).
-@pytest.mark.parametrize("model", ["transformer", "ran_transformer"])
+# would stop at the first longer batch) and a Transformer (it would train on
+# lengths it then refuses to translate, as GMM, HC-SA and RNNsearch would): the
+# Weighted Transformer's run above, with the same max_length=20 and checks.
+@pytest.mark.parametrize("model", ["ran_transformer"])
 def test_model_max_length_bounds_the_training_pairs(model, train_files, tmp_path,
                                                     monkeypatch):
-    results, used = run_recipe(train_files, tmp_path, monkeypatch, model, "max_length=20")
+    # One step (a second only retraces the training step for its batch shape).
+    results, used = run_recipe(train_files, tmp_path, monkeypatch, model, "max_length=20",
+                               steps=1)
     assert used["model"].zoo_config["max_length"] == 20
-    assert results["steps"] == 2
+    assert results["steps"] == 1
     # About half of these pairs are longer than 20 pieces (vocabulary 100).
     assert 0 < results["pairs_dropped_too_long"] < 120
 
@@ -153,8 +162,20 @@ def test_a_model_max_length_that_leaves_no_pair_is_refused(train_files, tmp_path
 # ---- eager_translator: its start pads and special ids shape the data -------------------------
 
 
-def test_eager_start_pads_shape_the_training_targets(train_files, tmp_path, monkeypatch):
+def test_eager_start_pads_shape_the_targets_and_the_model_is_built_once_with_its_ids(
+        train_files, tmp_path, monkeypatch):
+    """Two checks on one eager run (a run each cost ~12 s): the start pads reach
+    the training targets, and the model is built once, for the tokenizer's
+    pieces and the ids it adds."""
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+    from keras_attn_zoo.models import extra_token_count
     from keras_attn_zoo.models.eager import preprocessing as eager
+
+    assert extra_token_count("eager_translator") == 3
+    assert extra_token_count("transformer") == 0
+    with pytest.raises(ValueError, match="Unknown model"):
+        extra_token_count("no_such_model")
 
     seen = []
     make_eager_dataset = eager.make_eager_dataset
@@ -171,18 +192,6 @@ def test_eager_start_pads_shape_the_training_targets(train_files, tmp_path, monk
     targets = [target for _, target in seen[0]]
     assert targets and all(list(t[:2]) == [start, start] and t[2] != start for t in targets)
 
-
-def test_a_run_builds_its_model_once_with_the_ids_it_adds(train_files, tmp_path,
-                                                         monkeypatch):
-    from keras_attn_zoo.data.vocabulary import load_tokenizer
-    from keras_attn_zoo.data.vocabulary import vocabulary_size
-    from keras_attn_zoo.models import extra_token_count
-
-    assert extra_token_count("eager_translator") == 3
-    assert extra_token_count("transformer") == 0
-    with pytest.raises(ValueError, match="Unknown model"):
-        extra_token_count("no_such_model")
-    _, used = run_recipe(train_files, tmp_path, monkeypatch, "eager_translator", steps=1)
     pieces = vocabulary_size(load_tokenizer(tmp_path / "run" / "vocab.model"))
     # One build, for the tokenizer's pieces and the start, ε and source-pad ids.
     assert used["builds"] == [pieces + 3]
