@@ -47,7 +47,6 @@ from keras_attn_zoo.data.pipeline import count_target_tokens
 from keras_attn_zoo.data.pipeline import without_autotune_thread
 from keras_attn_zoo.training.losses import real_token_loss_sum
 from keras_attn_zoo.training.losses import token_loss_sum
-
 from keras_attn_zoo.training.strategy import is_chief
 
 # More traced shapes than this means the data's shapes are not bucketed.
