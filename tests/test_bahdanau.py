@@ -346,8 +346,14 @@ def test_short_training_run_lowers_the_loss(tiny_parallel_corpus, tiny_tokenizer
 def test_attention_learns_to_align_a_reversal():
     """The attention is wired to help: on "reverse the source" the decoder can
     only emit the right token by attending to its mirror position, so after
-    training, α_i's argmax must be source position L-1-i. (Measured: 1.0, 1.0,
-    1.0, 0.999 on four seeds after 3 epochs.)"""
+    training, α_i's argmax must be source position L-1-i.
+
+    Trained epoch by epoch until the alignment holds, at most 6 epochs: how
+    soon it forms moves with the batch order and the kernels' rounding (with
+    fit's unseeded shuffle one suite run had 0.77 after 3 epochs, where four
+    seeds alone had 0.97-1.0), so the test asks that it forms, not when. The
+    pairs are already random, so fit does not shuffle: the run is the same
+    every time (measured: 0.356, 1.0 after epochs 1 and 2)."""
     rng = np.random.default_rng(0)
     seed_everything(0)  # not keras.utils.set_random_seed: it clears loaded tokenizers
 
@@ -362,14 +368,21 @@ def test_attention_learns_to_align_a_reversal():
         return source, target_in, target_out, lengths
 
     source, target_in, target_out, _ = reversal_pairs(4000)
+    held_out, held_out_in, _, lengths = reversal_pairs(200)
     model = bahdanau_rnn(30, preset="tiny", seed=1)
     model.compile(keras.optimizers.Adam(3e-3),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
-    model.fit({"source_ids": source, "target_ids": target_in}, target_out,
-              batch_size=64, epochs=3, verbose=0)
 
-    source, target_in, _, lengths = reversal_pairs(200)
-    weights = model.attention_maps(source, target_in)["cross"][0, :, 0]  # [B, T, S]
-    hits = [int(np.argmax(weights[b, i]) == length - 1 - i)
-            for b, length in enumerate(lengths) for i in range(length)]
-    assert np.mean(hits) >= 0.9
+    def mirror_hits():
+        weights = model.attention_maps(held_out, held_out_in)["cross"][0, :, 0]  # [B, T, S]
+        return np.mean([int(np.argmax(weights[b, i]) == length - 1 - i)
+                        for b, length in enumerate(lengths) for i in range(length)])
+
+    history = []
+    for _ in range(6):
+        model.fit({"source_ids": source, "target_ids": target_in}, target_out,
+                  batch_size=64, epochs=1, shuffle=False, verbose=0)
+        history.append(mirror_hits())
+        if history[-1] >= 0.95:
+            break
+    assert history[-1] >= 0.95, history
