@@ -31,6 +31,8 @@ from keras_attn_zoo.models.eager.preprocessing import make_eager_id_pairs
 from keras_attn_zoo.data.vocabulary import EOS_ID
 from keras_attn_zoo.data.vocabulary import vocabulary_size
 from keras_attn_zoo.decoding.eager_processor import eager_translate
+from keras_attn_zoo.evaluation.scores import corpus_scores
+from keras_attn_zoo.evaluation.source_padding import choose_source_padding_injection
 from keras_attn_zoo.export import Translator
 from keras_attn_zoo.export import export_saved_model
 from keras_attn_zoo.models.eager import eager_translator
@@ -197,6 +199,17 @@ def test_retrace_takes_the_models_new_decoding_rules(trained, tokenizer, sentenc
     finally:
         model.set_decoding(source_padding_injection=before)
         translator.retrace()
+    assert translator.translate_texts(texts) == old
+
+    # The dev choice sweeps N through one trace (N in a tf.Variable): each
+    # candidate must score what its own retraced search gave above.
+    choice = choose_source_padding_injection(translator, list(zip(texts, old)),
+                                             candidates=(0, before),
+                                             beam_size=BEAM["beam_size"])
+    # chrF: the tiny model's outputs are too short for 4-gram BLEU to tell.
+    assert choice["by_value"][before]["chrf"] == 100.0
+    assert choice["by_value"][0]["chrf"] == corpus_scores(new, old)["chrf"] < 100.0
+    assert choice["chosen"] == before == model.zoo_config["source_padding_injection"]
     assert translator.translate_texts(texts) == old
 
 

@@ -1,11 +1,14 @@
 """Choosing the eager translator's source padding injection on the dev set.
 
-Here, in `export/`, because it decodes through the exported search
+Here, in `evaluation/`, because it decodes through the exported search
 (`Translator`) and scores with `evaluation`: `decoding/` ranks below both.
 """
 
+import tensorflow as tf
+
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.models.eager.processor import PAPER_BEAM_SIZE
+from keras_attn_zoo.models.eager.processor import eager_processor_for
 from keras_attn_zoo.evaluation.scores import corpus_scores
 from keras_attn_zoo.inference.translator import Translator
 
@@ -26,8 +29,11 @@ def choose_source_padding_injection(translator, dev_pairs, *,
     use it.
 
     Each candidate decodes ``dev_pairs`` through ``translator`` (the run's one
-    inference object, retraced for the candidate's rules: the rules are
-    Python values traced into its graphs). Ties go to the smaller N.
+    inference object). The sweep traces its search once: the rules read N from
+    a ``tf.Variable`` set to each candidate in turn (``Translator.retrace``'s
+    ``logits_processor``); then the translator is retraced for the model's
+    rules with the chosen N, which evaluation and export use. Ties go to the
+    smaller N.
 
     Args:
         translator: a ``Translator`` of an ``EagerLSTMTranslator``.
@@ -45,13 +51,18 @@ def choose_source_padding_injection(translator, dev_pairs, *,
         raise ValueError("choose_source_padding_injection needs development pairs.")
     model = translator.model
     candidates = sorted(set(int(n) for n in candidates))
+    if not candidates or candidates[0] < 0:
+        raise ValueError(f"source padding injection candidates must be >= 0, got "
+                         f"{candidates}.")
     sources = [source for source, _ in dev_pairs]
     references = [reference for _, reference in dev_pairs]
     reference_words = max(1, sum(len(r.split()) for r in references))
     by_value = {}
+    injection = tf.Variable(candidates[0], dtype=tf.int32, trainable=False)
+    translator.retrace(logits_processor=eager_processor_for(
+        model, source_padding_injection=injection))
     for value in candidates:
-        model.set_decoding(source_padding_injection=value)
-        translator.retrace()
+        injection.assign(value)
         hypotheses = translator.translate_texts(sources, beam_size=beam_size,
                                                 length_penalty=length_penalty)
         scores = corpus_scores(hypotheses, references)

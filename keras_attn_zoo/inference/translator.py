@@ -222,7 +222,7 @@ class Translator(tf.Module):
         self.max_input_length = int(max_input_length)
         self.retrace()
 
-    def retrace(self):
+    def retrace(self, logits_processor=None):
         """Gives the translator fresh ``tf.function``s, traced at their next call.
 
         A trace holds the model's decoding rules as they were when it was made
@@ -230,7 +230,15 @@ class Translator(tf.Module):
         read while tracing). After ``model.set_decoding(...)`` (the eager
         translator's source padding injection chosen on the dev set) call this,
         and the same translator searches, and exports, by the new rules.
+
+        Args:
+            logits_processor: None (the model's rules), or rules to search by
+                instead, until the next ``retrace``. Rules that read a
+                ``tf.Variable`` take its value at each call, so a sweep over
+                that value traces once (``choose_source_padding_injection``).
         """
+        self._logits_processor_override = logits_processor
+
         def graph(method, *signature):
             # autograph=False: every loop and branch is an explicit
             # tf.while_loop / tf.cond.
@@ -251,6 +259,12 @@ class Translator(tf.Module):
             tf.TensorSpec([], tf.int32, name="seed"), _SCALAR_FLOAT, _SCALAR_FLOAT)
         self.score = graph(self._score, _TEXT,
                            tf.TensorSpec([None], tf.string, name="target"))
+
+    def _logits_processor(self):
+        """The rules a trace reads: ``retrace``'s override, else the model's."""
+        if self._logits_processor_override is not None:
+            return self._logits_processor_override
+        return self.model.logits_processor
 
     # ---- search on ids (core TensorFlow ops only) ---------------------------------
 
@@ -311,7 +325,7 @@ class Translator(tf.Module):
                 length_penalty=length_penalty, max_length_a=max_length_a,
                 max_length_b=max_length_b, num_return=num_hypotheses,
                 no_repeat_ngram_size=no_repeat_ngram_size,
-                logits_processor=self.model.logits_processor,
+                logits_processor=self._logits_processor(),
                 length_normalization=getattr(self.model, "length_normalization", "gnmt"))
         return search
 
@@ -492,7 +506,7 @@ class Translator(tf.Module):
                 self.model, source_ids, temperature=temperature, top_k=top_k,
                 top_p=top_p, seed=seed, max_length_a=max_length_a,
                 max_length_b=max_length_b,
-                logits_processor=self.model.logits_processor)
+                logits_processor=self._logits_processor())
 
         return self._translate_text(text, search)
 
@@ -524,7 +538,7 @@ class Translator(tf.Module):
                 target_ids = tf.identity(target_ids)
         scored = score_targets(self.model, tf.gather(source_ids, rows),
                                tf.gather(target_ids, rows),
-                               logits_processor=self.model.logits_processor)
+                               logits_processor=self._logits_processor())
         lengths = common.source_lengths(target_ids)
         return {
             "log_prob": expand(scored["total"]),

@@ -123,7 +123,8 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
         source_pad_id: the model's source pad id.
         start_pads: P, start tokens forced first (must match the training data).
         epsilon_limit: k, most ε per hypothesis.
-        source_padding_injection: N, most source pads injected after the source.
+        source_padding_injection: N, most source pads injected after the source
+            (an int, or an int32 scalar tensor or ``tf.Variable`` read at run time).
         injection_end: ``"choose"`` or ``"reference"`` (module docstring).
 
     Returns:
@@ -131,7 +132,8 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
     """
     for name, value in (("start_pads", start_pads), ("epsilon_limit", epsilon_limit),
                         ("source_padding_injection", source_padding_injection)):
-        if value < 0:
+        # A tensor (a tf.Variable swept by the dev choice) is read at run time.
+        if isinstance(value, int) and value < 0:
             raise ValueError(f"{name} must be >= 0, got {value}.")
     if injection_end not in INJECTION_ENDS:
         raise ValueError(f"injection_end must be one of {INJECTION_ENDS}, got {injection_end!r}.")
