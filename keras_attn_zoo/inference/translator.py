@@ -78,6 +78,8 @@ _TEXT = tf.TensorSpec([None], tf.string, name="text")
 _IDS = tf.TensorSpec([None, None], tf.int32, name="source_ids")
 # beam_size, length_penalty, max_length_a, max_length_b
 _SEARCH_OPTIONS = (_SCALAR_INT, _SCALAR_FLOAT, _SCALAR_FLOAT, _SCALAR_FLOAT)
+_N_BEST_OPTIONS = (tf.TensorSpec([], tf.int32, name="num_hypotheses"),
+                   tf.TensorSpec([], tf.int32, name="no_repeat_ngram_size"))
 
 
 def _proto_bytes(tokenizer):
@@ -195,7 +197,12 @@ class Translator(tf.Module):
         super().__init__(name=name)
         if int(beam_size) < 1:
             raise ValueError(f"beam_size must be >= 1, got {beam_size}.")
-        self.model = model
+        # An export saves the model's variables (the traced searches capture
+        # them), not the Keras model object: its layers' object graph and Keras'
+        # own default serving function would be saved, and restored on every
+        # load, for nothing (a third of a tiny export's load time).
+        object.__setattr__(self, "model", model)  # not tracked by tf.Module
+        self.model_variables = list(model.variables)
         self.proto = _proto_bytes(tokenizer)
         self.vocabulary_size = int(self._sentencepiece().vocab_size())
         model_vocabulary = model.zoo_config.get("vocabulary_size")
@@ -244,14 +251,17 @@ class Translator(tf.Module):
             # tf.while_loop / tf.cond.
             return tf.function(method, autograph=False, input_signature=list(signature))
 
+        # The one beam search on ids: translate_ids and the text signatures
+        # (translate -> translate_with_options -> translate_n_best) call it, so
+        # it is traced, and stored in an export, once.
+        self._beam_search_ids = graph(self._n_best_ids, _IDS, *_SEARCH_OPTIONS,
+                                      *_N_BEST_OPTIONS)
         self.translate_ids = graph(self._translate_ids, _IDS, *_SEARCH_OPTIONS)
         self.translate = graph(self._translate, _TEXT)
         self.translate_with_options = graph(self._translate_with_options, _TEXT,
                                             *_SEARCH_OPTIONS)
-        self.translate_n_best = graph(
-            self._translate_n_best, _TEXT, *_SEARCH_OPTIONS,
-            tf.TensorSpec([], tf.int32, name="num_hypotheses"),
-            tf.TensorSpec([], tf.int32, name="no_repeat_ngram_size"))
+        self.translate_n_best = graph(self._translate_n_best, _TEXT, *_SEARCH_OPTIONS,
+                                      *_N_BEST_OPTIONS)
         self.sample = graph(
             self._sample, _TEXT, tf.TensorSpec([], tf.float32, name="temperature"),
             tf.TensorSpec([], tf.int32, name="top_k"),
@@ -360,6 +370,13 @@ class Translator(tf.Module):
             "alignment": expand(by_sentence(alignment)),
         }
 
+    def _n_best_ids(self, source_ids, beam_size, length_penalty, max_length_a,
+                    max_length_b, num_hypotheses, no_repeat_ngram_size):
+        """``_search_ids`` of the beam search with every option an input."""
+        return self._search_ids(source_ids, self._beam(
+            beam_size, length_penalty, max_length_a, max_length_b, num_hypotheses,
+            no_repeat_ngram_size))
+
     @staticmethod
     def _best(result):
         """The first hypothesis of each sentence of a ``_search_ids`` result."""
@@ -383,8 +400,9 @@ class Translator(tf.Module):
             ``scores`` float32 [B], ``alignment`` float32 [B, T, S'] where S' is S
             without the all-padding columns.
         """
-        return self._best(self._search_ids(source_ids, self._beam(
-            beam_size, length_penalty, max_length_a, max_length_b)))
+        return self._best(self._beam_search_ids(
+            source_ids, beam_size, length_penalty, max_length_a, max_length_b,
+            tf.constant(1), tf.constant(0)))
 
     # ---- text ----------------------------------------------------------------------
 
@@ -425,11 +443,13 @@ class Translator(tf.Module):
         ragged = tf.RaggedTensor.from_tensor(ids, lengths=lengths)
         return sentencepiece.id_to_string(ragged).to_tensor(default_value="")
 
-    def _translate_text(self, text, search, n_best=False):
-        """Text in; the best hypothesis' outputs (and with ``n_best`` all N)."""
+    def _translate_text(self, text, search_ids, n_best=False):
+        """Text in; the best hypothesis' outputs (and with ``n_best`` all N).
+
+        ``search_ids(source_ids)`` gives ``_search_ids``' result."""
         sentencepiece = self._sentencepiece()
         source_ids = self._source_ids(text, sentencepiece)
-        all_hypotheses = self._search_ids(source_ids, search)
+        all_hypotheses = search_ids(source_ids)
         result = self._best(all_hypotheses)
         ragged = tf.RaggedTensor.from_tensor(result["ids"], lengths=result["lengths"])
         translation = sentencepiece.detokenize(ragged)
@@ -488,9 +508,12 @@ class Translator(tf.Module):
         and ``hypothesis_lengths`` int32[B, N]; ``translation`` and the other
         outputs are those of the best hypothesis.
         """
-        return self._translate_text(text, self._beam(
-            beam_size, length_penalty, max_length_a, max_length_b, num_hypotheses,
-            no_repeat_ngram_size), n_best=True)
+        def search_ids(source_ids):
+            return self._beam_search_ids(source_ids, beam_size, length_penalty,
+                                         max_length_a, max_length_b, num_hypotheses,
+                                         no_repeat_ngram_size)
+
+        return self._translate_text(text, search_ids, n_best=True)
 
     def _sample(self, text, temperature, top_k, top_p, seed, max_length_a, max_length_b):
         """One translation drawn from the model (back-translation, diverse output).
@@ -508,7 +531,8 @@ class Translator(tf.Module):
                 max_length_b=max_length_b,
                 logits_processor=self._logits_processor())
 
-        return self._translate_text(text, search)
+        return self._translate_text(
+            text, lambda source_ids: self._search_ids(source_ids, search))
 
     def _score(self, text, target):
         """Forced decoding: the model's log-probabilities of ``target`` given ``text``.
