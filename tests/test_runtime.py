@@ -1,74 +1,82 @@
 """The entry points start TensorFlow without its start-up noise, and keep real errors."""
 
+import json
 import os
 import subprocess
 import sys
 
-SCRIPT = """
-import os
+import pytest
+
+# One fresh Python for the three defaults (a TensorFlow import is most of each
+# process's time): its environment lacks every variable `start_tensorflow` sets.
+DEFAULTS_SCRIPT = """
+import json, os, resource
 from keras_attn_zoo.runtime import quiet_startup_logs, start_tensorflow
 tf = start_tensorflow()
 with quiet_startup_logs():
     os.write(2, b"I0000 cudart_stub.cc:31] Could not find cuda drivers\\n")
     os.write(2, b"a real problem\\n")
-print(tf.reduce_sum(tf.constant([1, 2])).numpy())
-"""
+report = {"sum": int(tf.reduce_sum(tf.constant([1, 2])).numpy())}
 
-
-def run_script(script, without):
-    """Runs `script` in a fresh Python whose environment lacks the variable `without`."""
-    env = {key: value for key, value in os.environ.items() if key != without}
-    completed = subprocess.run([sys.executable, "-c", script], capture_output=True,
-                               text=True, timeout=120, env=env)
-    assert completed.returncode == 0, completed.stderr
-    return completed
-
-
-def test_start_tensorflow_drops_only_the_start_up_noise():
-    completed = run_script(SCRIPT, without="TF_CPP_MIN_LOG_LEVEL")
-    assert completed.stdout.strip() == "3"
-    assert "a real problem" in completed.stderr
-    for noise in ("cudart_stub", "cuInit", "absl::InitializeLog", "cpu_feature_guard"):
-        assert noise not in completed.stderr, completed.stderr
-
-
-ALLOCATION_SCRIPT = """
-import resource
-from keras_attn_zoo.runtime import start_tensorflow
-tf = start_tensorflow()
 def faults():
     return resource.getrusage(resource.RUSAGE_SELF).ru_minflt
 tf.reduce_sum(tf.fill([4096, 4096], 1.0)).numpy()  # the pool grows once
 before = faults()
 for _ in range(20):  # 64 MB each
     tf.reduce_sum(tf.fill([4096, 4096], 1.0)).numpy()
-print(faults() - before)
+report["faults"] = faults() - before
+report["onednn"] = os.environ["TF_ENABLE_ONEDNN_OPTS"]
+report["matmul"] = float(tf.matmul(tf.ones([2, 3]), tf.ones([3, 2])).numpy().sum())
+print(json.dumps(report))
 """
+START_TENSORFLOW_SETS = ("TF_CPP_MIN_LOG_LEVEL", "TF_CPU_ALLOCATOR_USE_BFC",
+                         "TF_ENABLE_ONEDNN_OPTS")
 
 
-def test_start_tensorflow_pools_cpu_memory_instead_of_faulting_in_every_large_tensor():
-    completed = run_script(ALLOCATION_SCRIPT, without="TF_CPU_ALLOCATOR_USE_BFC")
+def run_script(script, env):
+    completed = subprocess.run([sys.executable, "-c", script], capture_output=True,
+                               text=True, timeout=120, env=env)
+    assert completed.returncode == 0, completed.stderr
+    return json.loads(completed.stdout.strip().splitlines()[-1]), completed.stderr
+
+
+@pytest.fixture(scope="module")
+def defaults():
+    """`(report, stderr)` of the script where none of the variables is set."""
+    env = {key: value for key, value in os.environ.items()
+           if key not in START_TENSORFLOW_SETS}
+    return run_script(DEFAULTS_SCRIPT, env)
+
+
+def test_start_tensorflow_drops_only_the_start_up_noise(defaults):
+    report, stderr = defaults
+    assert report["sum"] == 3
+    assert "a real problem" in stderr
+    for noise in ("cudart_stub", "cuInit", "absl::InitializeLog", "cpu_feature_guard"):
+        assert noise not in stderr, stderr
+
+
+def test_start_tensorflow_pools_cpu_memory_instead_of_faulting_in_every_large_tensor(
+        defaults):
     pages_per_tensor = 64 * 2**20 // 4096
     # The default allocator faults in every page of every tensor: 20 x 16,384.
-    assert int(completed.stdout.strip()) < 2 * pages_per_tensor
+    assert defaults[0]["faults"] < 2 * pages_per_tensor
 
 
 ONEDNN_SCRIPT = """
-import os
+import json, os
 from keras_attn_zoo.runtime import start_tensorflow
 tf = start_tensorflow()
-print(os.environ["TF_ENABLE_ONEDNN_OPTS"], tf.matmul(tf.ones([2, 3]), tf.ones([3, 2])).numpy().sum())
+print(json.dumps({"onednn": os.environ["TF_ENABLE_ONEDNN_OPTS"],
+                  "matmul": float(tf.matmul(tf.ones([2, 3]), tf.ones([3, 2])).numpy().sum())}))
 """
 
 
-def test_start_tensorflow_asks_for_onednn_kernels_unless_told_otherwise():
+def test_start_tensorflow_asks_for_onednn_kernels_unless_told_otherwise(defaults):
     """oneDNN's kernels: 1.27x / 1.42x the RNN steps on AVX2 CPUs, where TensorFlow
     leaves them off (docs/speed.md); an explicit setting wins."""
-    completed = run_script(ONEDNN_SCRIPT, without="TF_ENABLE_ONEDNN_OPTS")
-    assert completed.stdout.split() == ["1", "12.0"]
-    assert "oneDNN custom operations are on" not in completed.stderr
-    env = dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0")
-    completed = subprocess.run([sys.executable, "-c", ONEDNN_SCRIPT], capture_output=True,
-                               text=True, timeout=120, env=env)
-    assert completed.returncode == 0, completed.stderr
-    assert completed.stdout.split() == ["0", "12.0"]
+    report, stderr = defaults
+    assert (report["onednn"], report["matmul"]) == ("1", 12.0)
+    assert "oneDNN custom operations are on" not in stderr
+    report, _ = run_script(ONEDNN_SCRIPT, dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0"))
+    assert (report["onednn"], report["matmul"]) == ("0", 12.0)
