@@ -307,8 +307,17 @@ def child_throughput(source, target, vocabulary, steps, warmup, rounds, preset,
                for name, value in timings.items()}
     cpu_medians = {name: statistics.median(value["tokens_per_cpu_second"])
                    for name, value in timings.items()}
+    # Each round's own ratio: the two contenders ran back to back, so the
+    # machine's drift across rounds cancels; their geometric mean is the estimate.
+    paired = {key: [round(files / listed, 4) for files, listed in zip(
+        timings["files"][key], timings["list"][key])]
+        for key in ("tokens_per_second", "tokens_per_cpu_second")}
     return {"throughput_rounds": timings, "median_tokens_per_second": medians,
             "median_tokens_per_cpu_second": cpu_medians,
+            "paired_files_over_list": paired,
+            "paired_files_over_list_geometric_mean": {
+                key: round(statistics.geometric_mean(values), 4)
+                for key, values in paired.items()},
             "same_batches": timings["files"]["target_tokens"] == timings["list"]["target_tokens"],
             "files_over_list": round(medians["files"] / medians["list"], 3),
             "files_over_list_per_cpu_second": round(cpu_medians["files"] / cpu_medians["list"],
