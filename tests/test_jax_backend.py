@@ -40,11 +40,8 @@ def _run_jax_check(directory):
         model = build_model(name, VOCABULARY_SIZE, preset="tiny")
         np.save(directory / f"{name}.npy", np.asarray(model(batch, training=False), np.float32))
         model.save(directory / f"{name}.keras")
-    # XLA's compiles (a train step per builder, the eager ops) are most of the
-    # process's CPU; unoptimised LLVM code halves them (152 -> 91 s of CPU) and
-    # runs 3 steps of a tiny model as well: the logits still match to ~1e-6.
-    xla_flags = f"{os.environ.get('XLA_FLAGS', '')} --xla_backend_optimization_level=0"
-    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu", XLA_FLAGS=xla_flags.strip(),
+    # XLA_FLAGS (LLVM at -O0, set by conftest.py) comes with os.environ.
+    env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
                PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     process = subprocess.run(
         [sys.executable, str(REPO / "tests" / "jax_backend_check.py"), str(directory)],
