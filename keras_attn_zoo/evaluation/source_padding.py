@@ -61,15 +61,19 @@ def choose_source_padding_injection(translator, dev_pairs, *,
     injection = tf.Variable(candidates[0], dtype=tf.int32, trainable=False)
     translator.retrace(logits_processor=eager_processor_for(
         model, source_padding_injection=injection))
-    for value in candidates:
-        injection.assign(value)
-        hypotheses = translator.translate_texts(sources, beam_size=beam_size,
-                                                length_penalty=length_penalty)
-        scores = corpus_scores(hypotheses, references)
-        by_value[value] = {
-            "bleu": scores["bleu"], "chrf": scores["chrf"],
-            "length_ratio": round(sum(len(h.split()) for h in hypotheses)
-                                  / reference_words, 4)}
+    try:
+        for value in candidates:
+            injection.assign(value)
+            hypotheses = translator.translate_texts(sources, beam_size=beam_size,
+                                                    length_penalty=length_penalty)
+            scores = corpus_scores(hypotheses, references)
+            by_value[value] = {
+                "bleu": scores["bleu"], "chrf": scores["chrf"],
+                "length_ratio": round(sum(len(h.split()) for h in hypotheses)
+                                      / reference_words, 4)}
+    except BaseException:
+        translator.retrace()  # back to the model's own rules, unchanged
+        raise
     chosen = max(candidates, key=lambda n: (by_value[n]["bleu"], by_value[n]["chrf"], -n))
     model.set_decoding(source_padding_injection=chosen)
     translator.retrace()

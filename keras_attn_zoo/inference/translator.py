@@ -202,7 +202,7 @@ class Translator(tf.Module):
         # own default serving function would be saved, and restored on every
         # load, for nothing (a third of a tiny export's load time).
         object.__setattr__(self, "model", model)  # not tracked by tf.Module
-        self.model_variables = list(model.variables)
+        self.model_variables = list(model.variables)  # again in `signatures()`
         self.proto = _proto_bytes(tokenizer)
         self.vocabulary_size = int(self._sentencepiece().vocab_size())
         model_vocabulary = model.zoo_config.get("vocabulary_size")
@@ -635,7 +635,12 @@ class Translator(tf.Module):
         concrete functions: `tf.saved_model.save` traces them in its own
         context (a trace made outside it is not reused there), so each is
         traced once by the export instead of twice.
+
+        It also tracks the model's variables as they are now (a model first
+        built after this translator was made has new ones), so that the save
+        finds every variable the searches capture.
         """
+        self.model_variables = list(self.model.variables)
         return {
             "serving_default": self.translate,
             "translate": self.translate,
