@@ -337,8 +337,10 @@ def run(args):
     parse_train_args = train_wmt_parse_args()
     extra = []
     if args.smoke:
+        # Valid evaluations at both steps: ours' learning curve has points, as the peer's.
         extra = smoke_files(work) + ["--preset", "tiny", "--max-steps", "2",
-                                     "--vocab-size", "60", "--batch-tokens", "256"]
+                                     "--vocab-size", "60", "--batch-tokens", "256",
+                                     "--valid-every", "1"]
     ours_args = parse_train_args(
         ["--time-budget-minutes", str(args.budget_minutes), "--output-dir",
          str(work / "ours"), "--no-export", "--quiet", "--seed", str(args.seed)]

@@ -58,6 +58,11 @@ class FixedLengthModel:
         self.max_decode_length = model.max_decode_length
         self.extra_token_count = model.extra_token_count
 
+    @property
+    def variables(self):
+        """The wrapped model's (an export or Translator saves them)."""
+        return self.model.variables
+
     def clean_output(self, ids, lengths, alignment=None):
         return ids, lengths, alignment
 
