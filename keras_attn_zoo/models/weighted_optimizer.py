@@ -24,6 +24,7 @@ from keras import ops
 
 from keras_attn_zoo.layers.branched_weighted_attention import is_branch_weight
 from keras_attn_zoo.optimizers import Adam
+from keras_attn_zoo.optimizers import FusedAdamUpdate
 from keras_attn_zoo.optimizers import MovingAverageWarmup
 
 
@@ -135,7 +136,8 @@ class BranchWeightLearningRate:
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
-class BranchWeightAdam(MovingAverageWarmup, BranchWeightLearningRate, keras.optimizers.Adam):
+class BranchWeightAdam(MovingAverageWarmup, BranchWeightLearningRate, FusedAdamUpdate,
+                       keras.optimizers.Adam):
     """Adam with a separate learning rate for the Weighted Transformer's κ/α.
 
     Example (the port's recipe: main warm-up 4000, κ/α warm-up 400):
