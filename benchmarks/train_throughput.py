@@ -208,21 +208,25 @@ def benchmark_batches(args, workdir):
 
 # ---- contenders --------------------------------------------------------------------------
 
-def make_optimizer():
+def make_optimizer(kind="zoo"):
+    """The recipes' Adam: the zoo's (``"zoo"``, one fused kernel per variable on
+    TensorFlow) or ``keras.optimizers.Adam`` itself (``"keras"``)."""
     import keras
 
+    from keras_attn_zoo.optimizers import Adam
     from keras_attn_zoo.training import InverseSquareRootSchedule
 
-    return keras.optimizers.Adam(InverseSquareRootSchedule(1e-3, 1000), beta_1=0.9,
-                                 beta_2=0.98, epsilon=1e-9)
+    optimizer_class = {"zoo": Adam, "keras": keras.optimizers.Adam}[kind]
+    return optimizer_class(InverseSquareRootSchedule(1e-3, 1000), beta_1=0.9,
+                           beta_2=0.98, epsilon=1e-9)
 
 
-def zoo_step(model, jit_compile=False, **trainer_options):
+def zoo_step(model, jit_compile=False, optimizer="zoo", **trainer_options):
     """Our training step: ``Trainer.train_on_batch`` (optionally under XLA; other
-    ``Trainer`` arguments in ``trainer_options``)."""
+    ``Trainer`` arguments in ``trainer_options``; ``optimizer``: `make_optimizer`'s kind)."""
     from keras_attn_zoo.training import Trainer
 
-    trainer = Trainer(model, make_optimizer(), label_smoothing=0.1,
+    trainer = Trainer(model, make_optimizer(optimizer), label_smoothing=0.1,
                       jit_compile=bool(jit_compile), **trainer_options)
     return trainer.train_on_batch
 

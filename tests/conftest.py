@@ -146,18 +146,19 @@ def tiny_trained_export(tmp_path_factory, worker_id):
     """
     from filelock import FileLock
 
+    from tests.tiny_export import TRAIN_EPOCHS
     from tests.tiny_export import build_tiny_export
     from tests.tiny_export import load_tiny_export
 
     if worker_id == "master":  # not under xdist
-        return build_tiny_export(tmp_path_factory.mktemp("tiny_export"), train_epochs=12)
+        return build_tiny_export(tmp_path_factory.mktemp("tiny_export"), train_epochs=TRAIN_EPOCHS)
     directory = tmp_path_factory.getbasetemp().parent / "tiny_export"
     with FileLock(f"{directory}.lock"):
         complete = directory / "complete"
         if complete.exists():
             return load_tiny_export(directory)
         shutil.rmtree(directory, ignore_errors=True)  # a worker died building it
-        built = build_tiny_export(directory, train_epochs=12)
+        built = build_tiny_export(directory, train_epochs=TRAIN_EPOCHS)
         complete.touch()
         return built
 

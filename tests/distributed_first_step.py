@@ -18,19 +18,19 @@ tf.config.set_logical_device_configuration(
     cpu, [tf.config.LogicalDeviceConfiguration()] * 2
 )
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_attn_zoo.models import transformer  # noqa: E402
 from keras_attn_zoo.training import Trainer  # noqa: E402
 from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
+from keras_attn_zoo.optimizers import Adam  # noqa: E402
 
 
 def one_step(strategy, initial_weights, inputs, labels, jit_compile):
     with strategy.scope():
         model = transformer(64, preset="tiny")
         model.set_weights(initial_weights)
-        optimizer = keras.optimizers.Adam(1e-3)
+        optimizer = Adam(1e-3)
     trainer = Trainer(model, optimizer, strategy, jit_compile=jit_compile)
     dataset = tf.data.Dataset.from_tensors((inputs, labels))
     batch = next(iter(strategy.experimental_distribute_dataset(dataset)))

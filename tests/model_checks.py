@@ -4,7 +4,6 @@ Each takes a built model with the zoo's inputs `{"source_ids", "target_ids"}`
 and raises an AssertionError naming what broke.
 """
 
-import keras
 import numpy as np
 
 from keras_attn_zoo import data as zoo_data
@@ -12,6 +11,7 @@ from keras_attn_zoo.decoding import beam_search
 from keras_attn_zoo.decoding.consistency import step_decoding_divergence
 from keras_attn_zoo.models.presets import TRANSFORMER_PRESETS
 from keras_attn_zoo.training import Trainer
+from keras_attn_zoo.optimizers import Adam
 
 ATOL = 1e-4
 # The teacher-forced pass and step decoding run the same float32 ops on
@@ -107,7 +107,7 @@ def check_training_lowers_the_loss(model, corpus, tokenizer, steps=20, max_lengt
     dataset, _ = zoo_data.make_dataset(corpus, tokenizer, batch_tokens=600,
                                        max_length=max_length, seed=0)
     dataset = dataset.take(1).cache().repeat()
-    trainer = Trainer(model, keras.optimizers.Adam(3e-3), label_smoothing=0.0,
+    trainer = Trainer(model, Adam(3e-3), label_smoothing=0.0,
                       checkpoint_every=0)
     losses = []
 

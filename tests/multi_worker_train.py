@@ -17,13 +17,13 @@ from keras_attn_zoo.training import select_strategy
 
 strategy = select_strategy("multi_worker")  # must come before other TF work
 
-import keras  # noqa: E402
 import numpy as np  # noqa: E402
 
 from keras_attn_zoo.models import transformer  # noqa: E402
 from keras_attn_zoo.training import Trainer  # noqa: E402
 from keras_attn_zoo.training.strategy import is_chief  # noqa: E402
 from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
+from keras_attn_zoo.optimizers import Adam  # noqa: E402
 
 
 class ChiefStopsAt:
@@ -53,7 +53,7 @@ def main(checkpoint_dir, steps):
     )
     with strategy.scope():
         model = transformer(64, preset="tiny")
-        optimizer = keras.optimizers.Adam(1e-3)
+        optimizer = Adam(1e-3)
     trainer = Trainer(model, optimizer, strategy, checkpoint_dir=checkpoint_dir,
                       checkpoint_every=steps, jit_compile=True,
                       callbacks=[ChiefStopsAt(steps - 1)])

@@ -17,6 +17,7 @@ from keras_attn_zoo.models.bahdanau_rnn import TeacherForcingSchedule
 from keras_attn_zoo.models.bahdanau_rnn import bahdanau_rnn
 from keras_attn_zoo.models.bahdanau_rnn import teacher_forcing_probability
 from keras_attn_zoo.training.seeding import seed_everything
+from keras_attn_zoo.optimizers import Adam
 from tests import model_checks
 
 VOCAB = 60
@@ -335,7 +336,7 @@ def test_short_training_run_lowers_the_loss(tiny_parallel_corpus, tiny_tokenizer
         def on_step_end(self, trainer, step, logs):
             losses.append(logs["loss"])
 
-    trainer = Trainer(model, keras.optimizers.Adam(1e-2), label_smoothing=0.0,
+    trainer = Trainer(model, Adam(1e-2), label_smoothing=0.0,
                       checkpoint_every=0, callbacks=[TeacherForcingSchedule(), Record()])
     trainer.train(lambda epoch: dataset, max_steps=25, verbose=0)
     assert len(losses) == 25 and np.isfinite(losses).all()
@@ -370,7 +371,7 @@ def test_attention_learns_to_align_a_reversal():
     source, target_in, target_out, _ = reversal_pairs(4000)
     held_out, held_out_in, _, lengths = reversal_pairs(200)
     model = bahdanau_rnn(30, preset="tiny", seed=1)
-    model.compile(keras.optimizers.Adam(3e-3),
+    model.compile(Adam(3e-3),
                   keras.losses.SparseCategoricalCrossentropy(from_logits=True, ignore_class=0))
 
     def mirror_hits():

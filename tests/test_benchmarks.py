@@ -100,9 +100,11 @@ def test_step_profile_smoke(smokes):
 def test_step_settings_smoke(smokes):
     stdout, results = run_smoke(smokes, "step_settings")
     rows = {row["setting"]: row for row in results["rows"]}
-    assert set(rows) == {"default", "inter-op 1"}
+    assert set(rows) == {"default", "inter-op 1", "Keras Adam"}
     assert rows["default"]["over_default"] == 1.0
-    assert all(row["tokens_per_s"] > 0 and row["mfu"] > 0 for row in rows.values())
+    assert rows["Keras Adam"]["optimizer"] == "keras" and rows["default"]["optimizer"] == "zoo"
+    assert all(row["tokens_per_s"] > 0 and row["mfu"] > 0 and row["first_call_seconds"] > 0
+               for row in rows.values())
     assert "x default" in stdout
 
 

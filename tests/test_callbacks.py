@@ -8,7 +8,6 @@ and RAN's matrices are checked by calling their monitors directly (no training).
 
 import types
 
-import keras
 import pytest
 import tensorflow as tf
 
@@ -21,6 +20,7 @@ from keras_attn_zoo.training.callbacks import WeightMonitor
 from keras_attn_zoo.training.callbacks import _Monitor
 from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.callbacks import translation_table
+from keras_attn_zoo.optimizers import Adam
 
 
 def read_tags(log_dir):
@@ -54,7 +54,7 @@ def test_training_run_writes_scalar_image_histogram_and_text_tags(
     callbacks = default_callbacks(model, tiny_tokenizer, valid, every=2, bleu_sentences=4,
                                   num_examples=2, beam_size=2, raise_errors=True,
                                   max_time_share=None)  # exact cadence: every 2 steps
-    trainer = Trainer(model, keras.optimizers.Adam(1e-3), log_dir=str(tmp_path / "logs"),
+    trainer = Trainer(model, Adam(1e-3), log_dir=str(tmp_path / "logs"),
                       log_every=2, checkpoint_every=0, callbacks=callbacks)
 
     def make_epoch(epoch):
@@ -206,7 +206,7 @@ def test_dev_monitor_keeps_under_its_time_share_in_a_real_run(tiny_parallel_corp
 
     tokenizer = load_tokenizer(tiny_sentencepiece_model)
     model = build_model("transformer", vocabulary_size(tokenizer), preset="tiny")
-    optimizer = keras.optimizers.Adam(1e-3)
+    optimizer = Adam(1e-3)
     share, steps = 0.05, 5
     monitor = DevTranslationMonitor(model, tokenizer, tiny_parallel_corpus[-4:], every=1,
                                     max_sentences=4, beam_size=2, raise_errors=True,

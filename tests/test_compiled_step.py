@@ -8,7 +8,6 @@ tests/distributed_first_step.py and tests/multi_worker_train.py, and a kill
 and restart of the recipe with `--xla on` by tests/test_crash_safety.py.
 """
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -18,6 +17,7 @@ from keras_attn_zoo.data.vocabulary import PAD_ID
 from keras_attn_zoo.models import transformer
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training.seeding import seed_everything
+from keras_attn_zoo.optimizers import Adam
 
 BATCH_TOKENS = 160
 
@@ -95,7 +95,7 @@ def test_compiled_step_equals_the_graph_step_and_resumes_exactly(tmp_path):
 
     def run(directory, max_steps, jit_compile=True):
         model, log = tiny_model(weights), LossLog()
-        trainer = Trainer(model, keras.optimizers.Adam(1e-3), jit_compile=jit_compile,
+        trainer = Trainer(model, Adam(1e-3), jit_compile=jit_compile,
                           checkpoint_dir=str(directory), checkpoint_every=2, callbacks=[log])
         summary = trainer.train(make, max_steps=max_steps, verbose=0)
         return model, log.losses, summary, trainer.compiled_shapes
@@ -113,4 +113,4 @@ def test_compiled_step_equals_the_graph_step_and_resumes_exactly(tmp_path):
 
 def test_jit_compile_setting_is_checked():
     with pytest.raises(ValueError, match="jit_compile"):
-        Trainer(tiny_model(), keras.optimizers.Adam(1e-3), jit_compile="yes")
+        Trainer(tiny_model(), Adam(1e-3), jit_compile="yes")

@@ -25,8 +25,6 @@ from keras_attn_zoo.export.ctranslate2_export import export_ctranslate2_from_run
 from keras_attn_zoo.export.ctranslate2_export import sinusoidal_table  # noqa: E402
 from tests.tiny_export import LEXICON  # noqa: E402
 from tests.tiny_export import SENTENCES  # noqa: E402
-from tests.tiny_export import _batch as training_batch  # noqa: E402
-from tests.tiny_export import synthetic_pairs  # noqa: E402
 
 
 def _sentences(count, seed):
@@ -41,33 +39,15 @@ TEST_SENTENCES = SENTENCES + _sentences(25, seed=7)
 
 
 @pytest.fixture(scope="module")
-def trained(tmp_path_factory):
+def trained(tiny_trained_export, tmp_path_factory):
     """``(python Translator, vocab path, float32 export, int8 export)`` of a tiny trained model.
 
-    The model and training of tests/tiny_export.py (the `tiny_export` fixture's),
-    without its SavedModel export (minutes of tracing on a busy machine): the
-    Python ``Translator`` runs the very graph that export holds.
+    The shared trained export's model (conftest's `tiny_trained_export`, read
+    only): the Python ``Translator`` runs the very graph that export holds.
     """
-    import keras
-
-    from keras_attn_zoo.data.vocabulary import load_tokenizer
-    from keras_attn_zoo.data.vocabulary import train_sentencepiece
-    from keras_attn_zoo.export import Translator
-    from keras_attn_zoo.models import transformer
-
+    translator, base, _ = tiny_trained_export
+    vocab = pathlib.Path(base).parent.parent / "vocab.model"
     directory = tmp_path_factory.mktemp("ct2_tiny")
-    pairs = synthetic_pairs()
-    vocab = train_sentencepiece(pairs, directory / "vocab.model", vocab_size=60)
-    random.seed(0)
-    np.random.seed(0)
-    tokenizer = load_tokenizer(vocab)
-    model = transformer(int(tokenizer.vocabulary_size()), preset="tiny")
-    inputs, labels = training_batch(tokenizer, pairs)
-    model.compile(optimizer=keras.optimizers.Adam(1e-2),
-                  loss=keras.losses.SparseCategoricalCrossentropy(
-                      from_logits=True, ignore_class=0))
-    model.fit(inputs, labels, batch_size=25, epochs=12, verbose=0, shuffle=False)
-    translator = Translator(model, tokenizer)
     float32 = export_ctranslate2(translator.model, vocab, directory / "ct2_float32")
     int8 = export_ctranslate2(translator.model, vocab, directory / "ct2_int8",
                               quantization="int8")

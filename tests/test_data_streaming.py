@@ -4,7 +4,6 @@ one-pass reservoir sample."""
 
 import collections
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -13,6 +12,7 @@ from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo.data import parallel, pipeline, vocabulary
 from keras_attn_zoo.models import transformer
 from keras_attn_zoo.training import Trainer
+from keras_attn_zoo.optimizers import Adam
 
 BATCH_TOKENS = 160
 MAX_LENGTH = 40
@@ -95,7 +95,7 @@ def test_a_resumed_epoch_neither_repeats_nor_skips_a_pair(corpus_on_disk, tiny_t
     whole_epoch = list(make_stream(1).as_numpy_iterator())
     trained = 4  # killed after four batches of epoch 1; the checkpoint says so
     model = transformer(zoo_data.vocabulary_size(tiny_tokenizer), preset="tiny")
-    trainer = Trainer(model, keras.optimizers.Adam(1e-3))
+    trainer = Trainer(model, Adam(1e-3))
     trainer.epoch.assign(1)
     trainer.batches_in_epoch.assign(trained)
     resumed = list(trainer.epoch_dataset(make_stream, 1).as_numpy_iterator())

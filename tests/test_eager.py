@@ -27,6 +27,7 @@ from keras_attn_zoo.decoding.eager_processor import EagerStreamer, eager_transla
 from keras_attn_zoo.models.eager.model import EAGER_PRESETS, eager_translator
 from keras_attn_zoo.models.eager.processor import eager_processor_for, strip_eager_tokens
 from keras_attn_zoo.training.seeding import seed_everything
+from keras_attn_zoo.optimizers import Adam
 from tests import model_checks
 
 VOCAB = 40  # ids 37, 38, 39 = start, ε, source pad
@@ -352,7 +353,7 @@ def test_training_lowers_the_loss(id_pairs, tiny_tokenizer):
     size = eager_family.eager_vocabulary_size(vocabulary_size(tiny_tokenizer))
     seed_everything(1)
     model = eager_translator(size, preset="tiny", start_pads=2)
-    trainer = Trainer(model, keras.optimizers.Adam(0.02), label_smoothing=0.0,
+    trainer = Trainer(model, Adam(0.02), label_smoothing=0.0,
                       checkpoint_every=0)
     losses = []
     for inputs, labels in make_eager_dataset(id_pairs, batch_size=32, seed=0).repeat(3).take(25):
@@ -388,7 +389,7 @@ def test_trained_model_translates_a_swap_task_through_its_decoding_rules():
     assert any(EPS in target for _, target in train)
     model = eager_translator(VOCAB, preset="tiny", embedding_dim=32, hidden_dim=64,
                              start_pads=0)
-    model.compile(keras.optimizers.Adam(3e-3), keras.losses.SparseCategoricalCrossentropy(
+    model.compile(Adam(3e-3), keras.losses.SparseCategoricalCrossentropy(
         from_logits=True, ignore_class=0))
     model.fit(make_eager_dataset(train, 64, seed=0).repeat(), steps_per_epoch=63,
               epochs=15, shuffle=False, verbose=0)
@@ -473,7 +474,7 @@ def test_aligned_training_lowers_the_loss_and_resumes(id_pairs, tiny_tokenizer, 
     def make_trainer(seed):
         seed_everything(seed)
         model = eager_translator(size, preset="tiny", start_pads=2)
-        return Trainer(model, keras.optimizers.Adam(0.02), label_smoothing=0.0,
+        return Trainer(model, Adam(0.02), label_smoothing=0.0,
                        checkpoint_dir=str(tmp_path / "checkpoints"), checkpoint_every=10,
                        log_dir=str(tmp_path / "logs"), carry_state=True,
                        clip_norm=ALIGNED_CLIP_NORM)
@@ -542,11 +543,11 @@ def test_aligned_stream_is_shuffled_per_epoch_and_resumes_mid_epoch(id_pairs, ti
     seed_everything(0)
     size = eager_family.eager_vocabulary_size(vocabulary_size(tiny_tokenizer))
     trainer = Trainer(eager_translator(size, preset="tiny", start_pads=2),
-                      keras.optimizers.Adam(1e-3), checkpoint_dir=str(tmp_path),
+                      Adam(1e-3), checkpoint_dir=str(tmp_path),
                       checkpoint_every=5, carry_state=True)
     trainer.train(stream, max_steps=5, verbose=0)
     resumed = Trainer(eager_translator(size, preset="tiny", start_pads=2),
-                      keras.optimizers.Adam(1e-3), checkpoint_dir=str(tmp_path),
+                      Adam(1e-3), checkpoint_dir=str(tmp_path),
                       checkpoint_every=5, carry_state=True)
     assert resumed.restore() == 5
     next_window = _stream_windows(resumed.epoch_dataset(stream, 0).take(1))[0]

@@ -9,7 +9,6 @@ the output) fails the exact-output assertion; issue 32 found the old tests
 would not have caught one.
 """
 
-import keras
 import numpy as np
 import pytest
 
@@ -25,6 +24,7 @@ from keras_attn_zoo.models.eager.preprocessing import make_eager_id_pairs
 from keras_attn_zoo.models.eager.probe import SourceUseProbe
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training.seeding import seed_everything
+from keras_attn_zoo.optimizers import Adam
 
 WORDS = ("ka", "lo", "mi", "nu")
 START_PADS = 1
@@ -61,7 +61,7 @@ def test_copy_task_through_the_recipe_path_is_exact(tmp_path):
     dev_ids, _ = make_eager_id_pairs(dev, tokenizer, aligner="monotone",
                                      start_pads=START_PADS, special_ids=model.special_ids)
     probe = SourceUseProbe(dev_ids, every=STEPS // 2)
-    trainer = Trainer(model, keras.optimizers.Adam(1e-2), label_smoothing=0.0,
+    trainer = Trainer(model, Adam(1e-2), label_smoothing=0.0,
                       checkpoint_every=0, carry_state=data.carry_state,
                       clip_norm=data.clip_norm, callbacks=[probe])
     trainer.train(data.make_dataset, max_steps=STEPS, verbose=0)

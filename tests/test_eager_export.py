@@ -17,7 +17,6 @@ import subprocess
 import sys
 import textwrap
 
-import keras
 import numpy as np
 import pytest
 
@@ -37,6 +36,7 @@ from keras_attn_zoo.export import Translator
 from keras_attn_zoo.export import export_saved_model
 from keras_attn_zoo.models.eager import eager_translator
 from keras_attn_zoo.models.eager.processor import strip_eager_tokens
+from keras_attn_zoo.optimizers import Adam
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 START_PADS = 2
@@ -76,7 +76,7 @@ def trained(tiny_parallel_corpus, tokenizer):
     np.random.seed(0)
     model = eager_translator(eager_vocabulary_size(vocabulary_size(tokenizer)),
                              preset="tiny", start_pads=START_PADS)
-    trainer = Trainer(model, keras.optimizers.Adam(0.02), label_smoothing=0.0,
+    trainer = Trainer(model, Adam(0.02), label_smoothing=0.0,
                       checkpoint_every=0)
     for inputs, labels in make_eager_dataset(id_pairs, batch_size=32).repeat().take(40):
         trainer.train_on_batch(inputs, labels)

@@ -2,7 +2,6 @@
 
 import math
 
-import keras
 import numpy as np
 import pytest
 import tensorflow as tf
@@ -16,6 +15,7 @@ from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
 from keras_attn_zoo.models.gmm_transformer import gmm_transformer
 from keras_attn_zoo.models.transformer import transformer
 from keras_attn_zoo.training import Trainer
+from keras_attn_zoo.optimizers import Adam
 from tests import model_checks
 
 VOCAB = 60
@@ -277,7 +277,7 @@ def test_short_training_lowers_the_loss(normalization, tiny_parallel_corpus, tin
         16, padded_shapes=({"source_ids": [32], "target_ids": [32]}, [32]),
         drop_remainder=True,
     )
-    trainer = Trainer(model, keras.optimizers.Adam(3e-3))
+    trainer = Trainer(model, Adam(3e-3))
     losses = []
 
     class Record:

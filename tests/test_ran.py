@@ -18,6 +18,7 @@ from keras_attn_zoo.models.ran_transformer import ran_transformer
 from keras_attn_zoo.models.seq2seq_transformer import DECODER_SELF
 from keras_attn_zoo.models.transformer import transformer
 from keras_attn_zoo.training.seeding import seed_everything
+from keras_attn_zoo.optimizers import Adam
 from tests import model_checks
 
 VOCAB = 60
@@ -184,7 +185,7 @@ def test_fixed_initial_matrices_are_not_trained(batch):
             - sum(int(np.prod(w.shape)) for w in model.trainable_weights)) == 2 * h * n * n
     stack = model.stack_layers[DECODER_SELF]
     before = stack.initial_matrices.numpy()
-    optimizer = keras.optimizers.Adam(1e-2)
+    optimizer = Adam(1e-2)
     with tf.GradientTape() as tape:
         loss = tf.reduce_mean(model(batch, training=True) ** 2)
     optimizer.apply_gradients(zip(tape.gradient(loss, model.trainable_weights),

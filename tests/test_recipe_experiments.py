@@ -12,6 +12,7 @@ import pytest
 
 from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo import workflow
+from keras_attn_zoo.optimizers import Adam
 from tests.conftest import load_recipe
 from tests.conftest import write_parallel_files
 
@@ -208,8 +209,6 @@ def test_cells_base_and_extra_cells_make_the_configs(tmp_path):
 def test_a_run_restored_at_max_steps_trains_no_further(tmp_path, tiny_parallel_corpus,
                                                        tiny_tokenizer):
     """A cell killed after training (during its evaluation) resumes without a step more."""
-    import keras
-
     from keras_attn_zoo.data.vocabulary import vocabulary_size
     from keras_attn_zoo.models import build_model
     from keras_attn_zoo.training import Trainer
@@ -219,7 +218,7 @@ def test_a_run_restored_at_max_steps_trains_no_further(tmp_path, tiny_parallel_c
 
     def trainer():
         model = build_model("transformer", vocabulary_size(tiny_tokenizer), preset="tiny")
-        return Trainer(model, keras.optimizers.Adam(1e-3), checkpoint_every=0,
+        return Trainer(model, Adam(1e-3), checkpoint_every=0,
                        checkpoint_dir=str(tmp_path / "checkpoints"), jit_compile=False)
 
     first = trainer()

@@ -17,6 +17,7 @@ from keras_attn_zoo.training import LabelSmoothedCrossEntropy
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training import token_loss_sum
 from keras_attn_zoo.training.seeding import seed_everything
+from keras_attn_zoo.optimizers import Adam
 
 REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
 
@@ -93,7 +94,7 @@ def ding_sample(tmp_path_factory):
 def test_training_on_real_ding_lowers_the_loss(ding_sample, tmp_path):
     pairs, tokenizer = ding_sample
     model = transformer(zoo_data.vocabulary_size(tokenizer), preset="tiny")
-    trainer = Trainer(model, keras.optimizers.Adam(3e-3), log_dir=str(tmp_path / "logs"),
+    trainer = Trainer(model, Adam(3e-3), log_dir=str(tmp_path / "logs"),
                       log_every=5)
     losses = []
 
@@ -125,7 +126,7 @@ def test_a_nan_loss_stops_the_run_naming_the_step(ding_sample, tmp_path):
     model = transformer(zoo_data.vocabulary_size(tokenizer), preset="tiny")
     weight = model.embedding.embeddings
     weight.assign(np.full(weight.shape, np.nan, "float32"))
-    trainer = Trainer(model, keras.optimizers.Adam(1e-3), checkpoint_dir=str(tmp_path / "c"))
+    trainer = Trainer(model, Adam(1e-3), checkpoint_dir=str(tmp_path / "c"))
     with pytest.raises(FloatingPointError, match="at step 1"):
         trainer.train(lambda epoch: dataset, max_steps=3, verbose=0)
     assert not list((tmp_path / "c").glob("ckpt-*")), "a NaN model was checkpointed"
@@ -139,7 +140,7 @@ def test_epoch_datasets_keep_their_batches_without_the_autotune_thread(ding_samp
                                        max_length=64, shuffle=False)
     assert dataset.options().autotune.enabled is not False
     model = transformer(zoo_data.vocabulary_size(tokenizer), preset="tiny")
-    trainer = Trainer(model, keras.optimizers.Adam(1e-3))
+    trainer = Trainer(model, Adam(1e-3))
     trainer.batches_in_epoch.assign(2)  # a resumed epoch: two batches trained on
     epoch = trainer.epoch_dataset(lambda number: dataset, 0)
     assert epoch.options().autotune.enabled is False

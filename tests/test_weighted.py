@@ -26,6 +26,7 @@ from keras_attn_zoo.models.weighted_transformer import weighted_branch_weights
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training.simplex import BranchWeightHistory
+from keras_attn_zoo.optimizers import Adam
 from tests import model_checks
 
 VOCAB = 60
@@ -477,7 +478,7 @@ def test_training_keeps_weights_on_the_simplex_and_lowers_the_loss(
         def on_step_end(self, trainer, step, logs):
             losses.append(logs["loss"])
 
-    trainer = Trainer(model, keras.optimizers.Adam(1e-2), callbacks=[history, Record()])
+    trainer = Trainer(model, Adam(1e-2), callbacks=[history, Record()])
     trainer.train(lambda epoch: dataset, max_steps=40, verbose=0)
     after = weighted_branch_weights(model)
     assert len(history.history) == 4 and history.history[-1][0] == 40

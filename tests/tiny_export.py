@@ -12,6 +12,7 @@ from keras_attn_zoo.data.vocabulary import load_tokenizer
 from keras_attn_zoo.data.vocabulary import train_sentencepiece
 from keras_attn_zoo.export import Translator
 from keras_attn_zoo.export import export_saved_model
+from keras_attn_zoo.optimizers import Adam
 
 # A toy "language pair": a word-for-word dictionary, so a few training steps already
 # give translations that depend on the input.
@@ -52,6 +53,11 @@ def _batch(tokenizer, pairs):
     return {"source_ids": source, "target_ids": target[:, :-1]}, target[:, 1:]
 
 
+# Epochs of the shared trained export (conftest's `tiny_trained_export`): enough
+# that every test sentence gets a non-empty, input-dependent translation.
+TRAIN_EPOCHS = 20
+
+
 def build_tiny_export(directory, train_epochs=0, seed=0):
     """Tokenizer + tiny Transformer (+ a few epochs) + Translator, exported once.
 
@@ -74,7 +80,7 @@ def build_tiny_export(directory, train_epochs=0, seed=0):
     model = transformer(int(tokenizer.vocabulary_size()), preset="tiny")
     if train_epochs:
         inputs, labels = _batch(tokenizer, pairs)
-        model.compile(optimizer=keras.optimizers.Adam(1e-2),
+        model.compile(optimizer=Adam(1e-2),
                       loss=keras.losses.SparseCategoricalCrossentropy(
                           from_logits=True, ignore_class=0))
         model.fit(inputs, labels, batch_size=25, epochs=train_epochs, verbose=0,
