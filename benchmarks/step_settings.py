@@ -18,7 +18,7 @@ Usage:
     python benchmarks/step_settings.py --precision float32 --rounds 2
     python benchmarks/step_settings.py --smoke
 
-Writes ``benchmarks/results/step_settings-<date>.json`` and prints the table.
+Writes ``benchmarks/results/step_settings[-<tag>]-<date>.json`` and prints the table.
 """
 
 from __future__ import annotations
@@ -57,6 +57,7 @@ def parse_args(argv=None):
     parser.add_argument("--length", type=int, default=24)
     parser.add_argument("--steps", type=int, default=4, help="timed steps per process")
     parser.add_argument("--output-dir", default=str(common.RESULTS_DIR))
+    parser.add_argument("--tag", default="", help="suffix of the results file name")
     parser.add_argument("--smoke", action="store_true")
     args = parser.parse_args(argv)
     if args.smoke:
@@ -160,7 +161,8 @@ def main(argv=None):
     common.print_table(results["rows"], COLUMNS,
                        f"\n{args.model} ({args.preset}, {args.precision}), medians over "
                        f"{args.rounds} alternating rounds:")
-    path = common.write_results("step_settings", results, args.output_dir,
+    name = "step_settings" + (f"-{args.tag}" if args.tag else "")
+    path = common.write_results(name, results, args.output_dir,
                                 smoke=args.smoke, run=run_info)
     print(f"\nwrote {path}")
     return results
