@@ -139,8 +139,8 @@ def run(args):
                      "first_call_over_default": (
                          first_call / median(default, "first_call_seconds")
                          if default else None),
-                     "mfu": statistics.median(run["mfu"] for run in runs),
-                     "matmul_gflops": statistics.median(run["matmul_gflops"] for run in runs),
+                     "mfu": median(runs, "mfu"),
+                     "matmul_gflops": median(runs, "matmul_gflops"),
                      "over_default": (tokens / median(default, "tokens_per_s")
                                       if default else None),
                      "runs": runs})
