@@ -210,17 +210,24 @@ def test_matmul_rate_counts_every_product_and_stays_below_the_hardware_peak():
     An earlier matmul_rate timed 8 products of 2 operand pairs; the graph
     optimizer computed only 2, so the rate came out about 4x too high, and it
     did not grow the time with the chain. Here 8 products must take about 4x
-    the time of 2 (the rate stays within 2x), and no rate may beat 1.6x the
-    CPU's peak (boost clocks stay below that; load only lowers a rate).
+    the time of 2 (the rates stay within 3x of each other: the defect gave 4x),
+    and no rate may beat 1.6x the CPU's peak (boost clocks stay below that;
+    load only lowers a rate).
     """
     sys.path.insert(0, str(REPO / "benchmarks"))
     import common
 
-    # Best of 7 calls: another process can only slow a call down, so the best
-    # ones compare the work itself, also on a busy machine.
-    short = common.matmul_rate("float32", size=512, repeats=7, chain=2)["best_gflops"]
-    long = common.matmul_rate("float32", size=512, repeats=7, chain=8)["best_gflops"]
-    assert 0.5 < long / short < 2.0, (short, long)
+    # Best calls of alternating rounds: another process can only slow a call
+    # down, and alternating puts both chains under the same load. One round of
+    # 7 calls each, short then long, once saw 23 against 48 GFLOP/s with three
+    # test workers on two cores (the short chain's 3 ms calls all preempted).
+    short = long = 0.0
+    for _ in range(4):
+        short = max(short, common.matmul_rate("float32", size=512, repeats=3,
+                                              chain=2)["best_gflops"])
+        long = max(long, common.matmul_rate("float32", size=512, repeats=3,
+                                            chain=8)["best_gflops"])
+    assert 1 / 3 < long / short < 3.0, (short, long)
     peak = common.hardware_peak_gflops("float32")["gflops"]
     if peak is not None:
         assert max(short, long) < 1.6 * peak, (short, long, peak)
