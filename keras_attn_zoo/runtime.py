@@ -20,9 +20,14 @@ project's 2-core AVX2 machines its own (Eigen) matmuls ran the RNN training
 steps at 1.27x (RNNsearch) and 1.42x (eager translator) the CPU seconds per
 step of oneDNN's, with the same losses (docs/speed.md, "The RNN step, third
 pass"). Where TensorFlow turns them on already, nothing changes.
+
+Last, it takes the objects TensorFlow's import created (about 390,000,
+Keras' included) out of the cyclic garbage collector's reach
+(`freeze_import_time_objects`).
 """
 
 import contextlib
+import gc
 import os
 import re
 import sys
@@ -89,7 +94,22 @@ def start_tensorflow():
         import tensorflow as tf
 
         tf.constant(0)  # first device use: where cuInit reports
+    freeze_import_time_objects()
     return tf
+
+
+def freeze_import_time_objects():
+    """Moves every object alive now to the garbage collector's permanent generation.
+
+    Call it once the heavy imports are done. Their module-level objects live
+    as long as the process, yet every full collection walked all of them
+    again, and so did the collections at interpreter exit. After importing
+    TensorFlow on the 2-core machine: one full collection 0.30 s of its
+    ~440,000 objects, and exiting took 1.9 s instead of 0.2 s. Objects
+    created later are collected as before; frozen ones are still freed by
+    reference counting.
+    """
+    gc.freeze()
 
 
 def checked_at_run_time(value, condition, message, name):

@@ -24,6 +24,9 @@ from keras_attn_zoo.training import Trainer  # noqa: E402
 from keras_attn_zoo.training.strategy import is_chief  # noqa: E402
 from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
 from keras_attn_zoo.optimizers import Adam  # noqa: E402
+from keras_attn_zoo.runtime import freeze_import_time_objects  # noqa: E402
+
+freeze_import_time_objects()  # a faster exit
 
 
 class ChiefStopsAt:
