@@ -35,6 +35,8 @@ _READ_BLOCK = 1 << 20
 _SAMPLE_RUN_LINES = 16
 # Files with at most this many times the sample's texts are sampled in one full pass.
 _WHOLE_PASS_FACTOR = 4
+# Lines per reduce call when the stream counts a file for its mismatch message.
+_COUNT_BATCH_LINES = 1 << 16
 
 
 def _clean_line(raw_line: bytes) -> bytes:
@@ -208,8 +210,10 @@ class ParallelFiles(StreamedPairs):
             return tf.data.TextLineDataset(path).batch(chunk_size).concatenate(no_more_lines)
 
         def line_count(path):  # for the error message only
-            return tf.data.TextLineDataset(path).reduce(tf.constant(0, tf.int64),
-                                                        lambda count, _: count + 1)
+            # Counted in batches: a reduce function called per line took ~30 us a line
+            # (10-20 s to report a 150,000-line mismatch, against 1 s to stream it).
+            return tf.data.TextLineDataset(path).batch(_COUNT_BATCH_LINES).reduce(
+                tf.constant(0, tf.int64), lambda count, lines: count + tf.size(lines, tf.int64))
 
         def check_utf8(lines, path, first_line):
             valid = tf.equal(tf.strings.unicode_transcode(
