@@ -39,7 +39,7 @@ train: setup
 
 ## Run the test suite (under 15 minutes on 2 cores).
 test: setup browser
-	$(BIN)/python -m pytest -q -n 2 --dist loadfile --durations=15 -m "not benchmark_smoke" $(TEST_ARGS)
+	$(BIN)/python -m pytest -q -n 2 --dist loadfile --no-loadscope-reorder --durations=15 -m "not benchmark_smoke" $(TEST_ARGS)
 
 ## Run every benchmark in smoke mode (about 5 minutes on 2 cores).
 benchmark-smoke: setup

@@ -1,7 +1,9 @@
 """Shared pytest fixtures."""
 
 import gc
+import json
 import os
+import pathlib
 import random
 import shutil
 
@@ -36,6 +38,23 @@ import tensorflow  # noqa: E402,F401
 
 freeze_import_time_objects()
 gc.set_threshold(7000, 10, 10)
+
+
+# pytest-xdist (`--dist loadfile --no-loadscope-reorder`, the Makefile's) hands
+# out files in collection order; by default it reorders them by test count, which
+# left the two longest files (one or two tests each) for last, one worker
+# running them while the other idled. Slowest first instead, by the seconds
+# measured per file (scripts/test_file_seconds.py); a file not measured yet
+# counts as slowest. The order within a file is kept.
+_FILE_SECONDS = json.loads(
+    (pathlib.Path(__file__).with_name("file_seconds.json")).read_text(encoding="utf-8"))
+
+
+def pytest_collection_modifyitems(config, items):
+    def seconds(item):
+        return _FILE_SECONDS.get(item.nodeid.split("::", 1)[0], float("inf"))
+
+    items.sort(key=seconds, reverse=True)
 
 
 def _seed_zero():
