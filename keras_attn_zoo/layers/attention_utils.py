@@ -114,11 +114,18 @@ def attend_values(weights, values, dropout_layer, training=None):
     return ops.einsum("bhts,bshk->bthk", ops.cast(dropped, values.dtype), values)
 
 
-def flat_dense(inputs, kernel, bias=None):
-    """`inputs[..., i] @ kernel[i, o] (+ bias)` as one 2-D matmul in the inputs' dtype."""
-    shape = ops.shape(inputs)
+def flat_dense(inputs, kernel, bias=None, output_tail=None):
+    """`inputs[..., i] @ kernel[i, o] (+ bias)` as one 2-D matmul in the inputs' dtype.
+
+    `output_tail`: the trailing dims the `o` outputs are reshaped to (default
+    `(o,)`), so that a projection into heads reshapes once. Keras' `Dense`
+    on a 3-D input (a `tensordot`) computes the same matmul with about twice
+    the graph ops: each op costs tracing time and, in a decoding loop, time
+    at every step.
+    """
     rows = ops.reshape(inputs, (-1, kernel.shape[0]))
     outputs = ops.matmul(rows, ops.cast(kernel, inputs.dtype))
     if bias is not None:
         outputs = outputs + ops.cast(bias, inputs.dtype)
-    return ops.reshape(outputs, tuple(shape[:-1]) + (kernel.shape[1],))
+    tail = tuple(output_tail) if output_tail is not None else (kernel.shape[1],)
+    return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + tail)

@@ -2,6 +2,8 @@
 
 import keras
 
+from keras_attn_zoo.layers.attention_utils import flat_dense
+
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
 class FeedForward(keras.layers.Layer):
@@ -60,7 +62,11 @@ class FeedForward(keras.layers.Layer):
         return self._inner, self._outer
 
     def call(self, x, training=None):
-        return self._outer(self._dropout_layer(self._inner(x), training=training))
+        # The Dense layers hold the weights; `flat_dense` computes them with
+        # half the graph ops of their own call (the same matmuls).
+        inner = self._inner.activation(flat_dense(x, self._inner.kernel, self._inner.bias))
+        inner = self._dropout_layer(inner, training=training)
+        return flat_dense(inner, self._outer.kernel, self._outer.bias)
 
     def get_config(self):
         config = super().get_config()

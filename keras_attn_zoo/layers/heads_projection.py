@@ -54,9 +54,7 @@ class HeadsProjection(keras.layers.Layer):
         self.built = True
 
     def call(self, inputs):
-        outputs = flat_dense(inputs, self.kernel, self.bias)
-        return ops.reshape(
-            outputs, tuple(ops.shape(inputs)[:-1]) + (self.num_heads, self.key_dim))
+        return flat_dense(inputs, self.kernel, self.bias, (self.num_heads, self.key_dim))
 
     def compute_output_shape(self, input_shape):
         return tuple(input_shape[:-1]) + (self.num_heads, self.key_dim)
