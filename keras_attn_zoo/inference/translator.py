@@ -57,6 +57,7 @@ import re
 
 import tensorflow as tf
 
+from keras_attn_zoo.data.pipeline import ragged_rows
 from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.decoding import beam_search
@@ -96,15 +97,6 @@ def _proto_bytes(tokenizer):
             f"{type(tokenizer).__name__}."
         )
     return bytes(proto)
-
-
-def _ragged_rows(ids, lengths):
-    """int32 [B, T] and each row's length [B] -> the rows' first `lengths` ids,
-    ragged. `RaggedTensor.from_tensor(ids, lengths=...)` builds the same with
-    ~50 graph ops, validating what the search's own lengths already guarantee."""
-    kept = tf.where(tf.sequence_mask(lengths, tf.shape(ids)[1]))
-    return tf.RaggedTensor.from_row_lengths(tf.gather_nd(ids, kept), lengths,
-                                            validate=False)
 
 
 def model_error_message(error):
@@ -451,7 +443,7 @@ class Translator(tf.Module):
     @staticmethod
     def _pieces(sentencepiece, ids, lengths):
         """int32 [B, T] + lengths -> string [B, T] pieces, "" beyond each length."""
-        return sentencepiece.id_to_string(_ragged_rows(ids, lengths)).to_tensor(
+        return sentencepiece.id_to_string(ragged_rows(ids, lengths)).to_tensor(
             default_value="")
 
     def _translate_text(self, text, search_ids, n_best=False):
@@ -462,7 +454,7 @@ class Translator(tf.Module):
         source_ids = self._source_ids(text, sentencepiece)
         all_hypotheses = search_ids(source_ids)
         result = self._best(all_hypotheses)
-        translation = sentencepiece.detokenize(_ragged_rows(result["ids"], result["lengths"]))
+        translation = sentencepiece.detokenize(ragged_rows(result["ids"], result["lengths"]))
         source_width = tf.shape(result["alignment"])[2]
         source_ids = source_ids[:, :source_width]
         source_lengths = tf.reduce_sum(
@@ -480,7 +472,7 @@ class Translator(tf.Module):
             shape = tf.shape(all_hypotheses["ids"])
             flat_ids = tf.reshape(all_hypotheses["ids"], [shape[0] * shape[1], shape[2]])
             flat_lengths = tf.reshape(all_hypotheses["lengths"], [-1])
-            texts = sentencepiece.detokenize(_ragged_rows(flat_ids, flat_lengths))
+            texts = sentencepiece.detokenize(ragged_rows(flat_ids, flat_lengths))
             outputs["hypotheses"] = tf.reshape(texts, shape[:2])
             outputs["hypothesis_scores"] = all_hypotheses["scores"]
             outputs["hypothesis_lengths"] = all_hypotheses["lengths"]

@@ -1,7 +1,6 @@
 """`HeadsProjection`: model width to attention heads with one flat matrix."""
 
 import keras
-from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import flat_dense
 
