@@ -11,6 +11,25 @@ from keras import ops
 MASK_VALUE = -1e9
 
 
+def axis_size(x, axis):
+    """`x`'s size along `axis`: a Python int when static, else a scalar tensor.
+
+    `ops.shape(x)[axis]` alone slices every unknown dim of `x` on TensorFlow
+    (graph ops that each cost tracing time, and run time inside a loop).
+    """
+    static = x.shape[axis]
+    return static if static is not None else ops.shape(x)[axis]
+
+
+def leading_dims(x, count):
+    """The first `count` dims of `x` as a reshape target: the static ones as ints
+    and, when a single one is unknown, -1 for it (no shape ops at all)."""
+    static = tuple(x.shape[:count])
+    if sum(size is None for size in static) <= 1:
+        return tuple(-1 if size is None else size for size in static)
+    return tuple(ops.shape(x)[:count])
+
+
 def masked_softmax(scores, mask=None):
     """Softmax over the last axis in float32.
 
@@ -128,4 +147,4 @@ def flat_dense(inputs, kernel, bias=None, output_tail=None):
     if bias is not None:
         outputs = outputs + ops.cast(bias, inputs.dtype)
     tail = tuple(output_tail) if output_tail is not None else (kernel.shape[1],)
-    return ops.reshape(outputs, tuple(ops.shape(inputs)[:-1]) + tail)
+    return ops.reshape(outputs, leading_dims(inputs, len(inputs.shape) - 1) + tail)

@@ -5,6 +5,8 @@ import math
 import keras
 from keras import ops
 
+from keras_attn_zoo.layers.attention_utils import axis_size
+
 
 def sinusoidal_positions(length, dim, start=0, dtype="float32"):
     """`[length, dim]` sinusoidal position encodings starting at `start`.
@@ -98,7 +100,7 @@ class SharedEmbedding(keras.layers.Layer):
         embedded = embedded * ops.cast(math.sqrt(self.embedding_dim), self.compute_dtype)
         if self.use_positions:
             positions = sinusoidal_positions(
-                ops.shape(ids)[1], self.embedding_dim, start, self.compute_dtype
+                axis_size(ids, 1), self.embedding_dim, start, self.compute_dtype
             )
             embedded = embedded + positions[None]
         return self._dropout_layer(embedded, training=training)

@@ -4,6 +4,7 @@ import keras
 from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import flat_dense
+from keras_attn_zoo.layers.attention_utils import leading_dims
 
 
 @keras.saving.register_keras_serializable(package="keras_attn_zoo")
@@ -46,7 +47,7 @@ class HeadsOutput(keras.layers.Layer):
 
     def call(self, inputs):
         merged = ops.reshape(
-            inputs, tuple(ops.shape(inputs)[:-2]) + (self.kernel.shape[0],))
+            inputs, leading_dims(inputs, len(inputs.shape) - 2) + (self.kernel.shape[0],))
         return flat_dense(merged, self.kernel, self.bias)
 
     def compute_output_shape(self, input_shape):

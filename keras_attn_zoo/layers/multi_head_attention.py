@@ -7,6 +7,7 @@ from keras import ops
 
 from keras_attn_zoo.layers.attention_utils import attend_values
 from keras_attn_zoo.layers.attention_utils import combine_key_mask
+from keras_attn_zoo.layers.attention_utils import axis_size
 from keras_attn_zoo.layers.attention_utils import empty_self_attention_cache
 from keras_attn_zoo.layers.attention_utils import masked_softmax
 from keras_attn_zoo.layers.attention_utils import sequence_mask
@@ -105,7 +106,7 @@ class MultiHeadAttention(HeadedAttention):
         if context is None:
             context = query
         mask = sequence_mask(
-            ops.shape(query)[1], ops.shape(context)[1], context_mask, causal
+            axis_size(query, 1), axis_size(context, 1), context_mask, causal
         )
         output, weights = self._attend(
             self.query_projection(query),
