@@ -23,9 +23,10 @@ def axis_size(x, axis):
 
 def leading_dims(x, count):
     """The first `count` dims of `x` as a reshape target: the static ones as ints
-    and, when a single one is unknown, -1 for it (no shape ops at all)."""
+    and, when a single one is unknown, -1 for it (no shape ops at all; not
+    beside a static 0, where a reshape cannot infer -1)."""
     static = tuple(x.shape[:count])
-    if sum(size is None for size in static) <= 1:
+    if sum(size is None for size in static) <= 1 and 0 not in static:
         return tuple(-1 if size is None else size for size in static)
     return tuple(ops.shape(x)[:count])
 
