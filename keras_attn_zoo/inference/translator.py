@@ -57,6 +57,7 @@ import re
 
 import tensorflow as tf
 
+from keras_attn_zoo.data.pipeline import eos_after_pieces
 from keras_attn_zoo.data.pipeline import ragged_rows
 from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
@@ -66,7 +67,6 @@ from keras_attn_zoo.decoding import sample_search
 from keras_attn_zoo.decoding import score_targets
 
 PAD_ID = common.PAD_ID
-EOS_ID = common.EOS_ID
 DEFAULT_MAX_INPUT_LENGTH = 1024
 UNICODE_ERRORS = "replace"  # invalid UTF-8 -> U+FFFD inside the graph
 REPLACEMENT_CHARACTER = 0xFFFD
@@ -431,14 +431,9 @@ class Translator(tf.Module):
         pieces = sentencepiece.tokenize(text)
         if isinstance(pieces, tf.Tensor):  # defensive: always ragged for a [B] input
             pieces = tf.RaggedTensor.from_tensor(pieces)
-        num_pieces = tf.cast(pieces.row_lengths(), tf.int32)[:, tf.newaxis]
-        # EOS written into the padding column after each row's pieces (a ragged
-        # concat made ~110 graph ops of this function's ~15).
-        padded = tf.pad(pieces.to_tensor(default_value=PAD_ID), [[0, 0], [0, 1]],
-                        constant_values=PAD_ID)
-        positions = tf.range(tf.shape(padded)[1])[tf.newaxis, :]
-        source = tf.where(tf.equal(positions, num_pieces), EOS_ID, padded)
-        return tf.where(num_pieces > 0, source, PAD_ID)
+        num_pieces = tf.cast(pieces.row_lengths(), tf.int32)
+        source = eos_after_pieces(pieces.to_tensor(default_value=PAD_ID), num_pieces)
+        return tf.where(num_pieces[:, tf.newaxis] > 0, source, PAD_ID)
 
     @staticmethod
     def _pieces(sentencepiece, ids, lengths):
