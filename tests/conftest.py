@@ -28,16 +28,22 @@ if "--xla_backend_optimization_level" not in os.environ.get("XLA_FLAGS", ""):
     os.environ["XLA_FLAGS"] = (os.environ.get("XLA_FLAGS", "")
                                + " --xla_backend_optimization_level=0").strip()
 
-# Every test module imports them: once they are in, the collector stops walking
-# their objects, and it runs a tenth as often (tracing makes millions of short-
-# lived objects). Collection in tests/test_early_stopping.py: 8.2 s with
-# Python's defaults, 6.3 s frozen, 3.4 s frozen and at these thresholds.
-import keras  # noqa: E402,F401
-import keras_hub  # noqa: E402,F401
-import tensorflow  # noqa: E402,F401
 
-freeze_import_time_objects()
-gc.set_threshold(7000, 10, 10)
+def pytest_configure(config):
+    # pytest-xdist's controller only hands out files (its workers collect and run
+    # them): it skips the imports below, ~10 CPU s beside the workers' own.
+    if getattr(config.option, "numprocesses", None) and not hasattr(config, "workerinput"):
+        return
+    # Every test module imports them: once they are in, the collector stops walking
+    # their objects, and it runs a tenth as often (tracing makes millions of short-
+    # lived objects). Collection in tests/test_early_stopping.py: 8.2 s with
+    # Python's defaults, 6.3 s frozen, 3.4 s frozen and at these thresholds.
+    import keras  # noqa: F401
+    import keras_hub  # noqa: F401
+    import tensorflow  # noqa: F401
+
+    freeze_import_time_objects()
+    gc.set_threshold(7000, 10, 10)
 
 
 # pytest-xdist (`--dist loadfile --no-loadscope-reorder`, the Makefile's) hands

@@ -15,9 +15,10 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 # Runs several leaderboard commands one after the other in one fresh process
 # (`main(argv)` each), writing `[{"stdout": ..., "files": {name: text}}]`: each
 # command's output and, after it, the text of the named files under the results
-# directory. A process per command paid TensorFlow's import each time; a
-# process (not pytest's) because `main` clears the Keras session between cells,
-# which would drop the TensorFlow resources of other tests in this worker.
+# directory (None for a file not written yet). A process per command paid
+# TensorFlow's import each time; a process (not pytest's) because `main` clears
+# the Keras session between cells, which would drop the TensorFlow resources of
+# other tests in this worker.
 COMMANDS_SCRIPT = textwrap.dedent(r"""
     import contextlib, io, json, pathlib, sys
 
@@ -32,8 +33,9 @@ COMMANDS_SCRIPT = textwrap.dedent(r"""
         printed = io.StringIO()
         with contextlib.redirect_stdout(printed):
             leaderboard.main(argv)
-        files = {name: (pathlib.Path(results) / name).read_text(encoding="utf-8")
-                 for name in names}
+        paths = {name: pathlib.Path(results) / name for name in names}
+        files = {name: path.read_text(encoding="utf-8") if path.exists() else None
+                 for name, path in paths.items()}
         report.append({"stdout": printed.getvalue(), "files": files})
     report_path.write_text(json.dumps(report), encoding="utf-8")
 """)
@@ -85,15 +87,29 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
             assert "FAILED" not in entry["stdout"], entry["stdout"][-4000:]
         return [(entry["stdout"], entry["files"]) for entry in report]
 
-    # The Transformer for two seeds, RNNsearch for the first: three cells.
-    run(("--models", "transformer", "--seeds", "0,1"), ("--models", "RNNsearch", "--seeds", "0"))
+    # Every command in one process: the Transformer for two seeds, RNNsearch for
+    # the first (three cells), then the commands that train nothing. Each named
+    # file's text is read after each command.
+    cell_files = {(model, seed): f"{model}/seed{seed}/cell.json"
+                  for model, seed in (("transformer", 0), ("transformer", 1), ("RNNsearch", 0))}
+    seed0_cell = cell_files["transformer", 0]
+    (_, _), (_, trained), (again, after_again), (skipped, _), (retimed, after_retimed), (
+        not_retimed, _), (timed_together, _) = run(
+        ("--models", "transformer", "--seeds", "0,1"),
+        ("--models", "RNNsearch", "--seeds", "0"),
+        ("--models", "transformer,RNNsearch", "--seeds", "0,1", "--report-only"),
+        ("--models", "transformer", "--seeds", "0"),
+        ("--models", "transformer", "--seeds", "0,1", "--retime-decoding"),
+        ("--models", "transformer", "--seeds", "0", "--retime-decoding"),
+        ("--models", "transformer,RNNsearch", "--seeds", "0", "--time-seeds"),
+        files=("leaderboard.json", "leaderboard.md", "../README.md", *cell_files.values()))
 
     cells = {}
-    for model, seed in (("transformer", 0), ("transformer", 1), ("RNNsearch", 0)):
-        cell_dir = results / model / f"seed{seed}"
-        cell = json.loads((cell_dir / "cell.json").read_text(encoding="utf-8"))
+    for (model, seed), name in cell_files.items():
+        cell = json.loads(trained[name])
         cells[model, seed] = cell
-        hypotheses = gzip.decompress((cell_dir / "hypotheses.txt.gz").read_bytes())
+        hypotheses = gzip.decompress((results / model / f"seed{seed}" / "hypotheses.txt.gz"
+                                      ).read_bytes())
         assert len(hypotheses.decode("utf-8").split("\n")[:-1]) == cell["test_pairs"] == 8
         assert cell["seed"] == seed and cell["params"] > 0
         # Why it stopped: converged before the cap, or at the cap and said so.
@@ -123,7 +139,7 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
     assert speed["ratio"] > 0 and speed["peer_sentences_per_second"] > 0
     assert "decode_versus" not in cells["transformer", 0]  # no peer trained yet
 
-    document = json.loads((results / "leaderboard.json").read_text(encoding="utf-8"))
+    document = json.loads(trained["leaderboard.json"])
     rows = {row["model"]: row for row in document["rows"]}
     assert rows["transformer"]["seeds"] == [0, 1]
     bleus = [cells["transformer", s]["bleu"] for s in (0, 1)]
@@ -134,9 +150,9 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
     assert len(document["settings"]["vocabulary"]) == 1  # one vocabulary for every cell
     for name in ("bleu_vs_params.png", "bleu_vs_decode_speed.png", "learning_curves.png"):
         assert (results / name).stat().st_size > 0
-    section = (results / "leaderboard.md").read_text(encoding="utf-8")
+    section = trained["leaderboard.md"]
     assert "| transformer | " in section and "| RNNsearch | " in section
-    text = readme.read_text(encoding="utf-8")
+    text = trained["../README.md"]
     assert "stale section" not in text and text.endswith("<!-- leaderboard:end -->\n\nafter\n")
     table = [line for line in section.splitlines() if line.startswith("| ")]
     assert table and all(line in text for line in table)  # the README shows the cells
@@ -146,18 +162,6 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
     assert images, "the probes' images (RNNsearch's heat maps)"
     for model, name in images:  # each model's lowest seed, shown in the README
         assert f"(results/{model}/seed0/probes/{name})" in text
-
-    # The commands that train nothing, in one process; each file's text is read
-    # after each command.
-    seed0_cell = "transformer/seed0/cell.json"
-    (again, after_again), (skipped, _), (retimed, after_retimed), (not_retimed, _), (
-        timed_together, _) = run(
-        ("--models", "transformer,RNNsearch", "--seeds", "0,1", "--report-only"),
-        ("--models", "transformer", "--seeds", "0"),
-        ("--models", "transformer", "--seeds", "0,1", "--retime-decoding"),
-        ("--models", "transformer", "--seeds", "0", "--retime-decoding"),
-        ("--models", "transformer,RNNsearch", "--seeds", "0", "--time-seeds"),
-        files=("leaderboard.md", seed0_cell))
 
     # Resumable: finished cells are skipped; the report comes from the cell files alone.
     assert "training" not in again and "finished before" not in again
