@@ -40,16 +40,11 @@ def pytest_configure(config):
     # Python's defaults, 6.3 s frozen, 3.4 s frozen and at these thresholds.
     import keras  # noqa: F401
     import keras_hub  # noqa: F401
-    import tensorflow
+    import tensorflow  # noqa: F401
 
-    # Grappler rewrites each new graph before its first run: for the tiny
-    # models here about half of a first call (a Translator's search 5.3 -> 2.9 s,
-    # a training step 4.0 -> 2.2-3.4 s on the 2-core machine), with the same
-    # speed afterwards. Its rewrites keep the maths (remapping fuses kernels,
-    # which can move rounding): like XLA at -O0 above, the tests check what the
-    # graphs compute. Subprocesses (the fresh-process export, server, CLI and
-    # recipe tests) keep TensorFlow's defaults, so both are exercised.
-    tensorflow.config.optimizer.set_experimental_options({"disable_meta_optimizer": True})
+    from tests.graph_settings import turn_off_grappler
+
+    turn_off_grappler()  # in these workers; see tests/graph_settings.py
 
     freeze_import_time_objects()
     gc.set_threshold(7000, 10, 10)

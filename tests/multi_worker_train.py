@@ -25,8 +25,10 @@ from keras_attn_zoo.training.strategy import is_chief  # noqa: E402
 from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
 from keras_attn_zoo.optimizers import Adam  # noqa: E402
 from keras_attn_zoo.runtime import freeze_import_time_objects  # noqa: E402
+from graph_settings import turn_off_grappler  # noqa: E402 (tests/, this script's directory)
 
 freeze_import_time_objects()  # a faster exit
+turn_off_grappler()  # tests/graph_settings.py
 
 
 class ChiefStopsAt:

@@ -22,8 +22,11 @@ REPO = pathlib.Path(__file__).resolve().parents[1]
 COMMANDS_SCRIPT = textwrap.dedent(r"""
     import contextlib, io, json, pathlib, sys
 
-    sys.path.insert(0, sys.argv[1])
+    sys.path[:0] = [sys.argv[1], str(pathlib.Path(sys.argv[1]).parent)]
     import leaderboard
+    from tests.graph_settings import turn_off_grappler
+
+    turn_off_grappler()
 
     commands, results, names = (json.loads(argument) for argument in sys.argv[2:5])
     report_path = pathlib.Path(sys.argv[5])
