@@ -62,6 +62,10 @@ def parse_args(argv=None):
              "sentences, 'ding:all' adds the dictionary phrases; both evaluate "
              "on the test sentences.",
     )
+    p.add_argument("--sentence-repeats", type=int, default=1, metavar="N",
+                   help="with --data ding:all, each example sentence appears N times "
+                        "per epoch and each dictionary phrase once, so the sentences "
+                        "keep their share of the batches (default 1)")
     for split in ("train", "valid", "test"):
         several = (", or several joined by ',' (streamed from disk; one file per "
                    "worker or more: each worker reads its own)") if split == "train" else ""

@@ -218,3 +218,38 @@ def test_source_padding_injection_is_refused_where_it_cannot_act(value, message)
     config = RECIPE.parse_args(["--source-padding-injection", value, "--max-steps", "1"])
     with pytest.raises(SystemExit, match=message):
         workflow.check_run_options(config)
+
+
+def test_sentence_repeats_weigh_the_example_sentences_against_the_phrases(tmp_path,
+                                                                         monkeypatch):
+    from keras_attn_zoo.data import ding
+    lines = [f"Wort{n} {{n}} | Hier steht der Satz Nummer {n}. :: "
+             f"word{n} | Here is the sentence number {n}." for n in range(60)]
+    path = tmp_path / "de-en.txt"
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    monkeypatch.setenv(ding.DING_ENV_VAR, str(path))
+
+    def train_pairs(*flags):
+        config = RECIPE.parse_args(["--data", "ding:all", "--max-steps", "1", *flags])
+        workflow.check_run_options(config)
+        return workflow.load_corpus(config).train
+
+    once, thrice = train_pairs(), train_pairs("--sentence-repeats", "3")
+    sentences = set(ding.ding_corpus("train", "sentences", path=path))
+    assert sentences and set(once) - sentences  # both kinds are in the training split
+    assert sorted(once) == sorted(set(once))
+    for pair in once:
+        assert thrice.count(pair) == (3 if pair in sentences else 1)
+    # The copies are spread through the list, not appended, and the order is seeded.
+    assert thrice[len(once):] != [pair for pair in once if pair in sentences] * 2
+    assert thrice == train_pairs("--sentence-repeats", "3")
+    assert thrice != train_pairs("--sentence-repeats", "3", "--seed", "1")
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--sentence-repeats", "0"], ">= 1"),
+    (["--data", "ding", "--sentence-repeats", "2"], "--data ding has no phrases")])
+def test_sentence_repeats_out_of_range_or_without_phrases_are_refused(flags, message):
+    config = RECIPE.parse_args([*flags, "--max-steps", "1"])
+    with pytest.raises(SystemExit, match=message):
+        workflow.check_run_options(config)
