@@ -40,7 +40,7 @@ def _run_jax_check(directory):
         model = build_model(name, VOCABULARY_SIZE, preset="tiny")
         np.save(directory / f"{name}.npy", np.asarray(model(batch, training=False), np.float32))
         model.save(directory / f"{name}.keras")
-    # XLA_FLAGS (LLVM at -O0, set by conftest.py) comes with os.environ.
+    # XLA_FLAGS (the cheaper compiles conftest.py sets) comes with os.environ.
     env = dict(os.environ, KERAS_BACKEND="jax", JAX_PLATFORMS="cpu",
                PYTHONPATH=f"{REPO}{os.pathsep}{os.environ.get('PYTHONPATH', '')}")
     process = subprocess.run(
