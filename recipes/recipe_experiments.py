@@ -389,6 +389,7 @@ def table_markdown(results):
             lines += ["", f"Seed noise at {steps} steps: the default's dev BLEU is "
                       + ", ".join(f"{bleu:.2f} (seed {seed})" for seed, bleu in seeds)
                       + f", a spread of {max(values) - min(values):.2f}."]
+    lines += converged_comparison(results)
     signatures = sorted({r["valid"].get("sacrebleu_signature") for r in results} - {None})
     searches = sorted({(r["valid"].get("beam_size"), r["valid"].get("length_penalty"))
                        for r in results} - {(None, None)})
@@ -398,6 +399,59 @@ def table_markdown(results):
                             for beam, penalty in searches)
                   + "; " + "; ".join(f"`{s}`" for s in signatures) + "."]
     return "\n".join(lines) + "\n"
+
+
+def converged_comparison(results):
+    """Lines comparing each cell with the default at convergence, seed by seed.
+
+    A cell's converged result for seed s pairs with the default's converged
+    result for seed s (whatever their caps: both stopped by early stopping).
+    Per cell: the per-seed differences in valid BLEU and chrF, their mean, and
+    a one-sided paired t-test over the seeds that the cell is better (training
+    variance; `evaluation.significance.seed_t_test`), Holm-adjusted over the
+    cells with two or more seeds. No lines when nothing pairs.
+    """
+    from keras_attn_zoo.evaluation.significance import holm_bonferroni
+    from keras_attn_zoo.evaluation.significance import seed_t_test
+
+    def converged_by_seed(cell):
+        chosen = {}
+        for r in results:  # the largest cap per seed, as a rerun with a higher cap resumes
+            if r["cell"] == cell and r.get("stop_reason") == "converged" and (
+                    r.get("seed") not in chosen
+                    or r.get("steps_budget", 0) > chosen[r.get("seed")].get("steps_budget", 0)):
+                chosen[r.get("seed")] = r
+        return chosen
+
+    defaults = converged_by_seed("default")
+    rows = []
+    for cell in dict.fromkeys(r["cell"] for r in results if r["cell"] != "default"):
+        pairs = sorted((seed, r, defaults[seed]) for seed, r in converged_by_seed(cell).items()
+                       if seed in defaults)
+        if not pairs:
+            continue
+        bleu = [r["valid"]["bleu"] - d["valid"]["bleu"] for _, r, d in pairs]
+        chrf = [r["valid"]["chrf"] - d["valid"]["chrf"] for _, r, d in pairs]
+        rows.append((cell, [seed for seed, _, _ in pairs], bleu, chrf,
+                     seed_t_test(bleu)[0], seed_t_test(chrf)[0]))
+    if not rows:
+        return []
+    tested = [index for index, row in enumerate(rows) if row[4] is not None]
+    adjusted = dict(zip(tested, holm_bonferroni([rows[i][4] for i in tested])))
+    lines = ["", "At convergence against the default, seed by seed (valid split, each "
+             "run's best checkpoint; p: one-sided paired t-test over the seeds that the "
+             "cell is better, Holm-adjusted over the cells with two or more seeds):", "",
+             "| cell | seeds | Δ BLEU per seed | mean Δ BLEU | p (Holm) | Δ chrF per seed "
+             "| mean Δ chrF | p chrF |",
+             "|---|---|---|---:|---:|---|---:|---:|"]
+    for index, (cell, seeds, bleu, chrf, p_bleu, p_chrf) in enumerate(rows):
+        p_text = "-" if p_bleu is None else f"{p_bleu:.3f} ({adjusted[index]:.3f})"
+        lines.append(
+            f"| {cell} | {', '.join(str(seed) for seed in seeds)} | "
+            f"{', '.join(f'{d:+.2f}' for d in bleu)} | {sum(bleu) / len(bleu):+.2f} | "
+            f"{p_text} | {', '.join(f'{d:+.2f}' for d in chrf)} | "
+            f"{sum(chrf) / len(chrf):+.2f} | {_number(p_chrf, '.3f')} |")
+    return lines
 
 
 def _stopped(result):

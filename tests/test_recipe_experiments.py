@@ -177,6 +177,36 @@ def test_table_and_plot_from_the_result_files_alone(tmp_path):
             "9.25 (seed 1), a spread of 0.75.") in text
 
 
+def test_the_table_compares_converged_cells_with_the_default_seed_by_seed(tmp_path):
+    results = tmp_path / "results"
+    results.mkdir()
+
+    def write(cell, seed, steps, bleu, chrf, stop_reason="converged"):
+        (results / f"{cell}-seed{seed}-{steps}steps.json").write_text(json.dumps(dict(
+            fake_result(cell, bleu, chrf, cell), seed=seed, steps_budget=steps,
+            stop_reason=stop_reason, best_step=1000)))
+
+    # The defaults converged under a 12,000-step cap, the cell under 24,000 (and
+    # its seed 0 also stopped at a lower cap first: the higher cap's result counts).
+    write("default", 0, 12000, 6.0, 25.0)
+    write("default", 1, 12000, 6.2, 24.8)
+    write("low-resource", 0, 12000, 5.0, 20.0, stop_reason="max_steps")
+    write("low-resource", 0, 24000, 6.5, 26.0)
+    write("low-resource", 1, 24000, 7.0, 25.3)
+    write("vocab-4000", 0, 12000, 5.5, 24.0)  # one seed: no test
+    write("dropout-0.3", 0, 12000, 9.0, 30.0, stop_reason="max_steps")  # not converged
+    assert RUNNER.main(["--table", "--results-dir", str(results)]) == 0
+    text = (results / "TABLE.md").read_text()
+    assert "At convergence against the default, seed by seed" in text
+    # +0.5 and +0.8: t = 0.65 / (0.2121 / sqrt 2) = 4.33, one-sided p (1 df) 0.072;
+    # Holm over the one cell with two seeds leaves it.
+    row = next(line for line in text.splitlines() if line.startswith("| low-resource | 0, 1"))
+    assert row.startswith("| low-resource | 0, 1 | +0.50, +0.80 | +0.65 | 0.072 (0.072) | "
+                          "+1.00, +0.50 | +0.75 |"), row
+    assert "| vocab-4000 | 0 | -0.50 | -0.50 | - |" in text
+    assert "| dropout-0.3 | 0 |" not in text
+
+
 def test_cells_base_and_extra_cells_make_the_configs(tmp_path):
     args = RUNNER.parse_args([
         "--steps", "3000", "--base", "preset=tiny", "--base", "model-options=dropout=0.2",
