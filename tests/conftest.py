@@ -22,13 +22,16 @@ if int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1")) > 1:
     os.environ.setdefault("TF_NUM_INTEROP_THREADS", "1")
 # XLA's compiles (the compiled and mirrored training steps, the JAX backend's
 # fit) are most of those tests' CPU. LLVM at -O0 about halves them (JAX check:
-# 152 -> 91 CPU s), and XLA's older loop emitters in place of its fusion
-# emitters take a third off again (JAX check 97 -> 59-63 CPU s, compiled and
-# multi-worker steps 80-86 -> 68-69); both compute the same maths: the tests
-# check what XLA computes, not how fast. Subprocesses inherit them. Both flags
-# are known to the pinned TensorFlow and jax (an unknown flag aborts XLA).
+# 152 -> 91 CPU s), XLA's older loop emitters in place of its fusion emitters
+# take a third off again (JAX check 97 -> 59-63 CPU s, compiled and
+# multi-worker steps 80-86 -> 68-69), and LLVM without its expensive passes
+# another 15% (those three files 137-144 -> 122-124 CPU s). They compute the
+# same maths: the tests check what XLA computes, not how fast. Subprocesses
+# inherit them. The pinned TensorFlow and jax know these flags (an unknown flag
+# aborts XLA).
 _XLA_TEST_FLAGS = {"--xla_backend_optimization_level": "0",
-                   "--xla_cpu_use_fusion_emitters": "false"}
+                   "--xla_cpu_use_fusion_emitters": "false",
+                   "--xla_llvm_disable_expensive_passes": "true"}
 for _flag, _value in _XLA_TEST_FLAGS.items():
     if _flag not in os.environ.get("XLA_FLAGS", ""):
         os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {_flag}={_value}".strip()
