@@ -220,6 +220,38 @@ def test_cache_notices_a_changed_file(tmp_path):
     assert second == {("Haus", "house"), ("Baum", "tree")}
 
 
+def test_a_large_file_is_parsed_once_and_read_back_from_the_disk_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = write_dictionary(tmp_path, "\n".join(synthetic_sentence_lines(20000)) + "\n")
+    assert path.stat().st_size >= ding._DISK_CACHE_MIN_BYTES
+    parsed = ding._parse_file(path)
+    [cached] = (tmp_path / "cache" / "keras_attn_zoo").glob("parsed-*.json")
+
+    def parse_in_a_fresh_process_cache():
+        ding._parse_file_cached.cache_clear()
+        return ding._parse_file(path)
+
+    # Read back: the same pairs, kinds and splits, without parsing the lines.
+    monkeypatch.setattr(ding, "_parse_lines", None)
+    assert parse_in_a_fresh_process_cache() == parsed
+    # A damaged cache file is parsed again (and rewritten), not trusted.
+    monkeypatch.undo()
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cached.write_text('{"pairs": [["a", "b"]], "is_sentence": "10"', encoding="utf-8")
+    assert parse_in_a_fresh_process_cache() == parsed
+    assert ding._read_parse(cached) == parsed
+    # A changed file gets its own entry; only the newest two are kept.
+    for extra in range(3):
+        with path.open("a", encoding="utf-8") as dictionary_file:
+            dictionary_file.write(f"Extra{extra} {{n}} :: extra{extra}\n")
+        assert ("Extra%d" % extra, "extra%d" % extra) in parse_in_a_fresh_process_cache().pairs
+    assert len(list((tmp_path / "cache" / "keras_attn_zoo").glob("parsed-*.json"))) == 2
+    # Small files (the tests' dictionaries) are not cached on disk.
+    small = write_dictionary(tmp_path, SMALL_DICTIONARY, name="small.txt")
+    ding._parse_file(small)
+    assert len(list((tmp_path / "cache" / "keras_attn_zoo").glob("parsed-*.json"))) == 2
+
+
 def test_main_prints_path_and_counts(tmp_path, capsys):
     path = write_dictionary(tmp_path, SMALL_DICTIONARY)
     assert ding.main([str(path)]) == 0

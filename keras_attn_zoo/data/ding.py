@@ -20,6 +20,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
+import json
 import os
 import pathlib
 import re
@@ -325,11 +326,70 @@ def _parse_lines(lines: Iterable[str]) -> _ParsedDing:
     return _ParsedDing(tuple(pairs), tuple(is_sentence), tuple(splits), lines_read, lines_skipped)
 
 
+# Parsing the real file takes 9-20 s on a 2-core machine, and every run and test
+# process needs it; reading the parsed pairs back from JSON takes under a second.
+# Smaller files (the tests' own dictionaries) are parsed each time, and only the
+# newest parses are kept, so the cache does not grow.
+_DISK_CACHE_MIN_BYTES = 1_000_000
+_DISK_CACHE_KEEP = 2
+_SPLIT_LETTERS = {"train": "t", "valid": "v", "test": "e"}
+
+
+def _disk_cache_path(path: str, modified_ns: int, size: int) -> pathlib.Path:
+    """The parse's cache file: keyed by the file (path, modification time, size) and
+    by this module's source, so a change to the parsing rules parses again."""
+    key = hashlib.sha256(pathlib.Path(__file__).read_bytes())
+    key.update(f"\0{path}\0{modified_ns}\0{size}".encode("utf-8"))
+    return ding_cache_dir() / f"parsed-{key.hexdigest()[:24]}.json"
+
+
+def _read_parse(cache_path: pathlib.Path) -> _ParsedDing | None:
+    try:
+        stored = json.loads(cache_path.read_text(encoding="utf-8"))
+        splits = {letter: split for split, letter in _SPLIT_LETTERS.items()}
+        parsed = _ParsedDing(tuple(tuple(pair) for pair in stored["pairs"]),
+                             tuple(flag == "1" for flag in stored["is_sentence"]),
+                             tuple(splits[letter] for letter in stored["splits"]),
+                             stored["lines_read"], stored["lines_skipped"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None  # absent, or unreadable: parse the file again
+    if not len(parsed.pairs) == len(parsed.is_sentence) == len(parsed.splits):
+        return None
+    return parsed
+
+
+def _write_parse(cache_path: pathlib.Path, parsed: _ParsedDing) -> None:
+    """Writes the parse under a temporary name and renames it; a cache that cannot be
+    written (a read-only home) is skipped, not an error."""
+    stored = {"pairs": parsed.pairs,
+              "is_sentence": "".join("1" if flag else "0" for flag in parsed.is_sentence),
+              "splits": "".join(_SPLIT_LETTERS[split] for split in parsed.splits),
+              "lines_read": parsed.lines_read, "lines_skipped": parsed.lines_skipped}
+    temporary = cache_path.with_name(f".{cache_path.name}.{os.getpid()}.tmp")
+    try:
+        cache_path.parent.mkdir(parents=True, exist_ok=True)
+        temporary.write_text(json.dumps(stored, ensure_ascii=False), encoding="utf-8")
+        os.replace(temporary, cache_path)
+        older = sorted(cache_path.parent.glob("parsed-*.json"),
+                       key=lambda entry: entry.stat().st_mtime, reverse=True)
+        for stale in older[_DISK_CACHE_KEEP:]:
+            stale.unlink(missing_ok=True)
+    except OSError:
+        temporary.unlink(missing_ok=True)
+
+
 @functools.lru_cache(maxsize=4)
 def _parse_file_cached(path: str, modified_ns: int, size: int) -> _ParsedDing:
-    del modified_ns, size  # part of the cache key only: a changed file is parsed again
-    with open(path, encoding="utf-8", errors="replace") as dictionary_file:
-        return _parse_lines(dictionary_file)
+    """The parsed file, from the disk cache when it holds this file's parse."""
+    cache_path = _disk_cache_path(path, modified_ns, size)
+    on_disk = size >= _DISK_CACHE_MIN_BYTES
+    parsed = _read_parse(cache_path) if on_disk else None
+    if parsed is None:
+        with open(path, encoding="utf-8", errors="replace") as dictionary_file:
+            parsed = _parse_lines(dictionary_file)
+        if on_disk:
+            _write_parse(cache_path, parsed)
+    return parsed
 
 
 def _parse_file(path: str | os.PathLike | None) -> _ParsedDing:
@@ -360,7 +420,8 @@ def ding_corpus(
         direction: "de-en" gives (German, English) pairs, "en-de" (English, German).
         path: the dictionary file; see :func:`ensure_ding_file` for the default search.
 
-    The parsed file is cached in this process (keyed by path, modification time and size).
+    The parsed file is cached in this process (keyed by path, modification time and size)
+    and, for a file of 1 MB or more, in ``~/.cache/keras_attn_zoo/parsed-*.json``.
     Identical pairs are returned once, in file order.
     """
     _check_choice("split", split, SPLITS)
