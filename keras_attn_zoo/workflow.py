@@ -69,7 +69,7 @@ from keras_attn_zoo.training.averaging import latest_checkpoints
 from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.curve import LearningCurve
 from keras_attn_zoo.training.curve import curve_text
-from keras_attn_zoo.training.curve import write_atomically
+from keras_attn_zoo.files import write_atomically
 from keras_attn_zoo.training.early_stopping import METRICS as EARLY_STOPPING_METRICS
 from keras_attn_zoo.training.early_stopping import EarlyStopping
 from keras_attn_zoo.training.strategy import is_chief

@@ -49,7 +49,7 @@ from keras_attn_zoo import workflow  # noqa: E402
 from keras_attn_zoo.training import select_strategy  # noqa: E402
 from keras_attn_zoo.training.curve import LearningCurve  # noqa: E402
 from keras_attn_zoo.training.curve import read_curve  # noqa: E402
-from keras_attn_zoo.training.curve import write_atomically  # noqa: E402
+from keras_attn_zoo.files import write_atomically  # noqa: E402
 from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]

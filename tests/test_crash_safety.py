@@ -84,7 +84,7 @@ def test_sigkill_then_restart_resumes_from_the_last_checkpoint(tmp_path, tiny_pa
 
 
 def test_write_atomically_replaces_whole_files_and_leaves_no_temporary(tmp_path):
-    from keras_attn_zoo.training.curve import write_atomically
+    from keras_attn_zoo.files import write_atomically
 
     path = tmp_path / "deep" / "cell.json"
     write_atomically(path, "first\n")

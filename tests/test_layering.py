@@ -21,6 +21,7 @@ README = PACKAGE.parent / "README.md"
 # trains its cells through the workflow, beside it.
 RANKS = {
     "runtime": 0,
+    "files": 0,
     "data": 0,
     "layers": 1,
     "optimizers": 1,

@@ -28,6 +28,8 @@ import sys
 import unicodedata
 from typing import Iterable
 
+from keras_attn_zoo.files import write_atomically
+
 DEFAULT_DING_PATH = "/usr/share/trans/de-en"
 DING_ENV_VAR = "KERAS_ATTN_ZOO_DING"
 DING_DOWNLOAD_URL = "https://ftp.tu-chemnitz.de/pub/Local/urz/ding/de-en/de-en.txt.gz"
@@ -365,17 +367,14 @@ def _write_parse(cache_path: pathlib.Path, parsed: _ParsedDing) -> None:
               "is_sentence": "".join("1" if flag else "0" for flag in parsed.is_sentence),
               "splits": "".join(_SPLIT_LETTERS[split] for split in parsed.splits),
               "lines_read": parsed.lines_read, "lines_skipped": parsed.lines_skipped}
-    temporary = cache_path.with_name(f".{cache_path.name}.{os.getpid()}.tmp")
     try:
-        cache_path.parent.mkdir(parents=True, exist_ok=True)
-        temporary.write_text(json.dumps(stored, ensure_ascii=False), encoding="utf-8")
-        os.replace(temporary, cache_path)
+        write_atomically(cache_path, json.dumps(stored, ensure_ascii=False))
         older = sorted(cache_path.parent.glob("parsed-*.json"),
                        key=lambda entry: entry.stat().st_mtime, reverse=True)
         for stale in older[_DISK_CACHE_KEEP:]:
             stale.unlink(missing_ok=True)
     except OSError:
-        temporary.unlink(missing_ok=True)
+        pass
 
 
 @functools.lru_cache(maxsize=4)

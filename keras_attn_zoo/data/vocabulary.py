@@ -20,8 +20,9 @@ import math
 import os
 import pathlib
 import random
-import tempfile
 from typing import Iterable, Iterator, Sequence
+
+from keras_attn_zoo.files import write_atomically
 
 PAD_ID = 0
 UNK_ID = 1
@@ -192,17 +193,7 @@ def train_sentencepiece(
     )
 
     output_path = pathlib.Path(output_path)
-    output_path.parent.mkdir(parents=True, exist_ok=True)
-    temporary_fd, temporary_name = tempfile.mkstemp(
-        dir=output_path.parent, prefix=f".{output_path.name}.", suffix=".part"
-    )
-    try:
-        with os.fdopen(temporary_fd, "wb") as temporary_file:
-            temporary_file.write(model_bytes.getvalue())
-        os.replace(temporary_name, output_path)
-    finally:
-        if os.path.exists(temporary_name):
-            os.remove(temporary_name)
+    write_atomically(output_path, model_bytes.getvalue())
     return output_path
 
 

@@ -94,7 +94,7 @@ def cell_dir(root, model, seed):
 
 def write_json(path, record):
     """Writes a cell, timing or table record (indented, UTF-8) atomically."""
-    from keras_attn_zoo.training.curve import write_atomically
+    from keras_attn_zoo.files import write_atomically
 
     write_atomically(path, json.dumps(record, indent=2, ensure_ascii=False) + "\n")
 
@@ -246,7 +246,7 @@ def test_links(board, config, corpus, test):
     file it was scored against; `(None, None)` without eflomal."""
     from keras_attn_zoo.evaluation.claims.probes import gold_links_record
     from keras_attn_zoo.evaluation.claims.probes import read_gold_links
-    from keras_attn_zoo.training.curve import write_atomically
+    from keras_attn_zoo.files import write_atomically
 
     path = gold_links_path(board.results_dir, config, test)
     if not path.exists():
@@ -292,7 +292,7 @@ def evaluate_cell(board, config, directory, model_name):
     from keras_attn_zoo.evaluation.analysis import scores_by_bucket
     from keras_attn_zoo.evaluation.scores import corpus_scores
     from keras_attn_zoo.training.callbacks import teacher_forcing_batch
-    from keras_attn_zoo.training.curve import write_atomically
+    from keras_attn_zoo.files import write_atomically
     from keras_attn_zoo.workflow import load_corpus
     from keras_attn_zoo.workflow import run_translator
 

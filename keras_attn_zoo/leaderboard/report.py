@@ -139,7 +139,7 @@ def write_report(board, cells=None):
     from keras_attn_zoo.evaluation.leaderboard import write_plots
     from keras_attn_zoo.leaderboard.cells import write_json
     from keras_attn_zoo.models import MODEL_VARIANTS
-    from keras_attn_zoo.training.curve import write_atomically
+    from keras_attn_zoo.files import write_atomically
 
     cells = load_cells(board.results_dir) if cells is None else cells
     if not cells:
@@ -170,7 +170,7 @@ def rewrite_page(board, page, parts):
     images linked relative to the page."""
     from keras_attn_zoo.evaluation.leaderboard import replace_section
     from keras_attn_zoo.evaluation.leaderboard import section_markdown
-    from keras_attn_zoo.training.curve import write_atomically
+    from keras_attn_zoo.files import write_atomically
 
     page = pathlib.Path(page).resolve()
     images = pathlib.Path(os.path.relpath(board.results_dir.resolve(), page.parent))

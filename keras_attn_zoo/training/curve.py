@@ -9,10 +9,10 @@ from and drops the points after it (they are trained again).
 """
 
 import json
-import os
 import pathlib
 import time
 
+from keras_attn_zoo.files import write_atomically
 from keras_attn_zoo.training.callbacks import DevTranslationMonitor
 
 
@@ -125,15 +125,3 @@ def curve_text(points, what="first 100 valid sentences"):
     return "\n".join(lines)
 
 
-def write_atomically(path, content):
-    """Writes `content` (text, or bytes) under a temporary name and renames it, so
-    that no reader ever sees a half-written file. The temporary name carries the
-    process id: two processes writing the same file do not write into each other's."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-    if isinstance(content, bytes):
-        temporary.write_bytes(content)
-    else:
-        temporary.write_text(content, encoding="utf-8")
-    os.replace(temporary, path)

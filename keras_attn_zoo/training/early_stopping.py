@@ -37,7 +37,7 @@ import tensorflow as tf
 
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.training.callbacks import DevTranslationMonitor
-from keras_attn_zoo.training.curve import write_atomically
+from keras_attn_zoo.files import write_atomically
 
 METRICS = ("bleu", "chrf")
 STATE_FILE = "early_stopping.json"
