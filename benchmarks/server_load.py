@@ -3,6 +3,7 @@
     python benchmarks/server_load.py --model saved_models/NAME [--clients 1,16]
         [--requests 160] [--paragraph-share 0.2] [--bad-share 0]
         [--baseline-code /path/to/other/checkout] [--rounds 2]
+    python benchmarks/server_load.py --url http://127.0.0.1:PORT/v1/models/NAME
 
 Starts `keras-attn-zoo serve` in a subprocess on a free loopback port and, for
 each client count, sends `--requests` `:translate` requests from that many
@@ -11,6 +12,9 @@ of the requests is a pasted paragraph of `--paragraph-sentences` (50) German
 sentences of 2 to 27 words; a share (`--bad-share`) is an input the model
 refuses (over `max_input_length`), which must get 400 without failing any good
 request batched with it; the rest are one short sentence each.
+
+With `--url` the load goes to a server that is already running (it is
+neither started nor stopped here), e.g. one started with other `serve` flags.
 
 With `--baseline-code DIR` a second server runs the same export from another
 checkout's code (e.g. the main branch before a change): both servers are up at
@@ -236,13 +240,44 @@ class Server:
         return alive, self.process.returncode
 
 
+class RunningServer(Server):
+    """A server started elsewhere (`--url .../v1/models/NAME`): loaded, never stopped."""
+
+    def __init__(self, url):
+        self.name, self.code_dir, self.process = "running server", None, None
+        self.url = url.rstrip("/")
+        if "/v1/models/" not in self.url:
+            raise SystemExit(f"--url must name a model, http://HOST:PORT/v1/models/NAME: {url}")
+        self.base = self.url.split("/v1/models/")[0]
+
+    def wait_ready(self, seconds=300):
+        try:
+            with urllib.request.urlopen(self.url, timeout=min(seconds, 30)) as response:
+                if response.status == 200:
+                    return
+        except OSError as error:
+            raise SystemExit(f"{self.url}: not AVAILABLE ({error})") from error
+        raise SystemExit(f"{self.url}: not AVAILABLE")
+
+    def stop(self):
+        """Not ours to stop: (whether it still answers, None)."""
+        try:
+            with urllib.request.urlopen(self.url, timeout=30) as response:
+                return response.status == 200, None
+        except OSError:
+            return False, None
+
+
 SERVER_HISTOGRAMS = ("keras_attn_zoo_batch_size", "keras_attn_zoo_batch_tokens",
                      "keras_attn_zoo_queue_wait_seconds", "keras_attn_zoo_request_batches")
 
 
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--model", required=True, help="saved_models/NAME")
+    target = parser.add_mutually_exclusive_group(required=True)
+    target.add_argument("--model", help="saved_models/NAME, served here from this checkout")
+    target.add_argument("--url", help="a running server's model, "
+                                      "http://127.0.0.1:PORT/v1/models/NAME")
     parser.add_argument("--clients", type=common.int_list, default=[1, 16],
                         help="client counts, one row each (default 1,16)")
     parser.add_argument("--requests", type=int, default=160,
@@ -271,7 +306,11 @@ def main(argv=None):
         args.paragraph_sentences = min(args.paragraph_sentences, 6)
     run = common.start_run()
     matmul = common.matmul_rate("float32", size=256 if args.smoke else 1024)
-    servers = [Server("this checkout", common.REPO_DIR, args.model, args.server_args.split())]
+    if args.url and (args.baseline_code or args.server_args):
+        parser.error("--url loads a running server: --baseline-code and --server-args "
+                     "need --model")
+    servers = [RunningServer(args.url) if args.url else
+               Server("this checkout", common.REPO_DIR, args.model, args.server_args.split())]
     if args.baseline_code:
         servers.append(Server(f"baseline ({args.baseline_code})", args.baseline_code,
                               args.model, args.baseline_server_args.split()))
@@ -317,7 +356,7 @@ def main(argv=None):
         ("short_p99_over_p50", "p99/p50", ".2f"),
         ("paragraph_p50_ms", "para p50 ms", ".0f"), ("paragraph_p99_ms", "para p99 ms", ".0f"),
         ("sentences_per_second", "sent/s", ".1f"), ("requests_per_second", "req/s", ".2f"),
-    ], title=f"server load test ({args.model}, loopback)")
+    ], title=f"server load test ({args.model or args.url}, loopback)")
     comparison = []
     if args.baseline_code:
         for clients in args.clients:
@@ -334,8 +373,8 @@ def main(argv=None):
                   f" x baseline; short p99/p50 {new['short_p99_over_p50']:.2f} "
                   f"(baseline {old['short_p99_over_p50']:.2f})")
     path = common.write_results("server_load", {
-        "model": str(args.model), "note": args.note,
-        "servers": {s.name: {"code": str(s.code_dir), "args": a}
+        "model": str(args.model or args.url), "note": args.note,
+        "servers": {s.name: {"code": s.code_dir and str(s.code_dir), "args": a}
                     for s, a in zip(servers, (args.server_args, args.baseline_server_args))},
         "mix": {"requests_per_load": args.requests, "rounds": args.rounds,
                 "paragraph_share": args.paragraph_share,
@@ -348,7 +387,8 @@ def main(argv=None):
     }, output_dir=args.output_dir, smoke=args.smoke, run=run)
     print(f"load average {common.load_average()}, matmul {matmul['gflops']:.1f} GFLOP/s")
     print(f"wrote {path}")
-    healthy = all(alive and code == 0 for alive, code in exits.values())
+    # A server started here exits 0 on SIGTERM; a running one (`--url`) still answers.
+    healthy = all(alive and code in (0, None) for alive, code in exits.values())
     return 0 if healthy and all(row["errors"] == 0 for row in rows) else 1
 
 

@@ -440,26 +440,30 @@ def test_static_page_is_served(server):
 
 
 # SIGTERM stops the server gracefully (exit 0, "server stopped"): checked by the
-# `server` fixture's teardown, after this module's requests. A server of its own
-# cost a start-up: TensorFlow's import and the SavedModel's load (23 s, busy).
+# `server` fixture's teardown, after this module's requests.
 
 
-def test_bounded_load_benchmark_smoke(tiny_export, tmp_path):
-    """benchmarks/server_load.py end to end: no errors, latencies reported."""
+def test_bounded_load_benchmark_smoke(server, tmp_path):
+    """benchmarks/server_load.py end to end against the running server (`--url`; a
+    server of its own cost a start-up, TensorFlow's import and the SavedModel's
+    load): no errors, latencies reported, and the server still answers."""
     out = subprocess.run(
-        [sys.executable, str(REPO / "benchmarks" / "server_load.py"), "--model",
-         str(tiny_export), "--smoke", "--bad-share", "0.25", "--output-dir", str(tmp_path),
+        [sys.executable, str(REPO / "benchmarks" / "server_load.py"), "--url",
+         server["model"], "--smoke", "--bad-share", "0.25", "--output-dir", str(tmp_path),
          # 12 requests per load (smoke: 24): still 2 paragraphs and 2 refused each.
          "--requests", "12"],
         capture_output=True, text=True, timeout=300, cwd=REPO)
     assert out.returncode == 0, out.stdout[-2000:] + out.stderr[-2000:]
     [result] = tmp_path.glob("server_load-*-smoke.json")
-    rows = json.loads(result.read_text())["rows"]
+    document = json.loads(result.read_text())
+    rows = document["rows"]
     assert all(row["errors"] == 0 and row["ok"] == row["requests"] - row["bad_requests"]
                and row["server_errors_5xx"] == 0 for row in rows)
     assert rows[1]["bad_requests"] > 0 and rows[1]["paragraph_count"] > 0
     assert rows[1]["short_p99_ms"] >= rows[1]["short_p50_ms"] > 0
     assert rows[1]["sentences_per_second"] > rows[1]["requests_per_second"]
+    assert document["server_histograms"]["running server"], "the server's batch histograms"
+    assert server["process"].poll() is None
 
 
 def test_translate_returns_n_best_hypotheses(server):
