@@ -81,6 +81,12 @@ def every_tenth_of_the_steps(steps):
 LOW_RESOURCE = {"vocab_size": 4000, "word_dropout": 0.1, "model_options":
                 "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"}
 
+
+def _low_resource_model(options):
+    """LOW_RESOURCE with more `model_options` (``"key=value;..."``) on top."""
+    return {**LOW_RESOURCE, "model_options": f"{LOW_RESOURCE['model_options']};{options}"}
+
+
 # name -> RunConfig overrides relative to the default. A value may be a function of
 # the step budget (resolved when the cell runs). One change per cell; a combination
 # is one more entry (or `--extra-cell NAME=JSON`).
@@ -109,8 +115,12 @@ CELLS = {
     "low-resource-bf16": {**LOW_RESOURCE, "mixed_precision": "bf16"},
     "low-resource-vocab-2000": {**LOW_RESOURCE, "vocab_size": 2000},
     "low-resource-label-smoothing-0.2": {**LOW_RESOURCE, "label_smoothing": 0.2},
-    "low-resource-3-layers": {**LOW_RESOURCE, "model_options": LOW_RESOURCE[
-        "model_options"] + ";num_encoder_layers=3;num_decoder_layers=3"},
+    # The model's size (the small preset: d 256, FFN 1,024, 4 heads, 2+2 layers):
+    # deeper, a smaller FFN, fewer heads, narrower. Smaller models take cheaper steps.
+    "low-resource-3-layers": _low_resource_model("num_encoder_layers=3;num_decoder_layers=3"),
+    "low-resource-ffn-512": _low_resource_model("intermediate_dim=512"),
+    "low-resource-heads-2": _low_resource_model("num_heads=2"),
+    "low-resource-d-128": _low_resource_model("model_dim=128;intermediate_dim=512"),
     # The dictionary's 318,723 phrases (762,483 target words) beside the 15,942
     # sentences (132,775), each sentence 5 times an epoch: 47% of the target
     # words are sentences' (at 2,000 steps, all mixed in once, they crowded the
