@@ -246,8 +246,6 @@ class RunningServer(Server):
     def __init__(self, url):
         self.name, self.code_dir, self.process = "running server", None, None
         self.url = url.rstrip("/")
-        if "/v1/models/" not in self.url:
-            raise SystemExit(f"--url must name a model, http://HOST:PORT/v1/models/NAME: {url}")
         self.base = self.url.split("/v1/models/")[0]
 
     def wait_ready(self, seconds=300):
@@ -309,6 +307,8 @@ def main(argv=None):
     if args.url and (args.baseline_code or args.server_args):
         parser.error("--url loads a running server: --baseline-code and --server-args "
                      "need --model")
+    if args.url and "/v1/models/" not in args.url:
+        parser.error(f"--url must name a model, http://HOST:PORT/v1/models/NAME: {args.url}")
     servers = [RunningServer(args.url) if args.url else
                Server("this checkout", common.REPO_DIR, args.model, args.server_args.split())]
     if args.baseline_code:

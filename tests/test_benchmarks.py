@@ -355,3 +355,21 @@ def test_rnn_throughput_smoke(smokes):
         parts = {(row["phase"], row["part"]) for row in profile["by_part"]}
         assert ("backward", "recurrent cell") in parts and profile["kernel_seconds"] > 0
     assert "this/base" in stdout
+
+
+def test_server_load_refuses_a_url_without_a_model_and_flags_that_need_one(capsys):
+    """`--url` targets a running server: it must name the model, and the flags
+    that start servers of its own (`--baseline-code`, `--server-args`) need
+    `--model`; both are refused before any load is sent."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import server_load
+
+    for argv, message in (
+            (["--url", "http://127.0.0.1:9/"], "must name a model"),
+            (["--url", "http://127.0.0.1:9/v1/models/m", "--baseline-code", "/tmp"],
+             "need --model"),
+            (["--url", "http://127.0.0.1:9/v1/models/m", "--model", "m"], "not allowed")):
+        with pytest.raises(SystemExit) as raised:
+            server_load.main(argv)
+        assert raised.value.code == 2
+        assert message in capsys.readouterr().err
