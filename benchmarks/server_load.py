@@ -298,17 +298,17 @@ def main(argv=None):
     parser.add_argument("--note", default="", help="free text kept in the results")
     common.add_common_arguments(parser, repeats=1, warmup=1)
     args = parser.parse_args(argv)
+    if args.url and (args.baseline_code or args.server_args):
+        parser.error("--url loads a running server: --baseline-code and --server-args "
+                     "need --model")
+    if args.url and "/v1/models/" not in args.url:
+        parser.error(f"--url must name a model, http://HOST:PORT/v1/models/NAME: {args.url}")
     if args.smoke:
         args.requests = min(args.requests, 24)
         args.clients = [min(c, 4) for c in args.clients][:2]
         args.paragraph_sentences = min(args.paragraph_sentences, 6)
     run = common.start_run()
     matmul = common.matmul_rate("float32", size=256 if args.smoke else 1024)
-    if args.url and (args.baseline_code or args.server_args):
-        parser.error("--url loads a running server: --baseline-code and --server-args "
-                     "need --model")
-    if args.url and "/v1/models/" not in args.url:
-        parser.error(f"--url must name a model, http://HOST:PORT/v1/models/NAME: {args.url}")
     servers = [RunningServer(args.url) if args.url else
                Server("this checkout", common.REPO_DIR, args.model, args.server_args.split())]
     if args.baseline_code:
