@@ -79,6 +79,23 @@ MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
                             "fp16": "mixed_float16"}
 XLA_SETTINGS = {"auto": "auto", "on": True, "off": False}
 
+# Named recipes (`train_wmt.py --recipe`): `RunConfig` values over the defaults,
+# compared at convergence on the Ding valid split (issue 31, docs/measurements.md).
+# "low-resource" is the low-resource literature's setting for ~16k pairs
+# (Sennrich & Zhang 2019; Araabi & Monz 2020): ahead of "default" at convergence,
+# but it needs 1.5-3x the steps, so a short budget (`make train`'s 24 minutes)
+# keeps "default". Its dropouts are Transformer-family builder options.
+RECIPES = {
+    "default": {},
+    "low-resource": {"vocab_size": 4000, "word_dropout": 0.1, "model_options":
+                     "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"},
+}
+
+
+def join_model_options(*texts):
+    """`model_options` strings joined in order; a later `key=value` wins."""
+    return ";".join(text.strip(";") for text in texts if text and text.strip(";"))
+
 
 @dataclasses.dataclass
 class RunConfig:

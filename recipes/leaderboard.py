@@ -196,10 +196,11 @@ def cell_config(args, model, seed):
     """The cell's `RunConfig`, parsed by train_wmt's own parser."""
     from keras_attn_zoo.leaderboard.cells import cell_dir
     from keras_attn_zoo.models import MODEL_VARIANTS
+    from keras_attn_zoo.workflow import join_model_options
 
     builder, options = MODEL_VARIANTS[model]
-    model_options = ";".join(filter(None, [
-        ";".join(f"{key}={value}" for key, value in options.items()), args.model_options]))
+    model_options = join_model_options(
+        ";".join(f"{key}={value}" for key, value in options.items()), args.model_options)
     if args.protocol == "converge":  # both caps: whichever comes first stops the cell
         budget = ["--max-steps", str(args.steps), "--time-budget-minutes",
                   str(args.cap_minutes)]

@@ -77,14 +77,14 @@ def every_tenth_of_the_steps(steps):
 
 # The low-resource literature's starting point for ~16k pairs (Sennrich & Zhang
 # 2019; Araabi & Monz 2020): a small vocabulary, heavy dropout in every place,
-# word dropout; judged at convergence (issue 31).
-LOW_RESOURCE = {"vocab_size": 4000, "word_dropout": 0.1, "model_options":
-                "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"}
+# word dropout; judged at convergence (issue 31). `train_wmt.py --recipe low-resource`.
+LOW_RESOURCE = workflow.RECIPES["low-resource"]
 
 
 def _low_resource_model(options):
     """LOW_RESOURCE with more `model_options` (``"key=value;..."``) on top."""
-    return {**LOW_RESOURCE, "model_options": f"{LOW_RESOURCE['model_options']};{options}"}
+    return {**LOW_RESOURCE,
+            "model_options": workflow.join_model_options(LOW_RESOURCE["model_options"], options)}
 
 
 # name -> RunConfig overrides relative to the default. A value may be a function of
@@ -168,10 +168,10 @@ def describe(overrides):
 def merge(base, overrides):
     """`base` then `overrides`; builder options are joined (`base;cell`)."""
     merged = {**base, **overrides}
-    options = [part for part in (base.get("model_options"), overrides.get("model_options"))
-               if part]
+    options = workflow.join_model_options(base.get("model_options"),
+                                          overrides.get("model_options"))
     if options:
-        merged["model_options"] = ";".join(options)
+        merged["model_options"] = options
     return merged
 
 

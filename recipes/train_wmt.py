@@ -11,14 +11,14 @@ test sentences, and a SavedModel export under `saved_models/`.
     python recipes/train_wmt.py --data files --train-src train.de --train-tgt train.en \
         --valid-src dev.de --valid-tgt dev.en --test-src test.de --test-tgt test.en
     python recipes/train_wmt.py --model eager_translator --preset small  # Press & Smith
+    python recipes/train_wmt.py --recipe low-resource --max-steps 24000  # to convergence
 
 A killed run restarted with the same command resumes from its last checkpoint.
-Low-resource runs (Sennrich & Zhang 2019) add word dropout, checkpoint
-averaging or a weight EMA, and more dropout through --model-options:
+`--recipe low-resource` (Sennrich & Zhang 2019) sets a 4,000-piece vocabulary,
+word dropout and more dropout; checkpoint averaging or a weight EMA come on top:
 
-    python recipes/train_wmt.py --preset small --word-dropout 0.1 \
-        --average-checkpoints 5 --checkpoint-every 100 \
-        --model-options "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"
+    python recipes/train_wmt.py --recipe low-resource --max-steps 24000 \
+        --average-checkpoints 5 --checkpoint-every 500
 """
 
 import argparse
@@ -32,7 +32,9 @@ start_tensorflow()  # before the workflow imports TensorFlow: no start-up noise
 
 from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE  # noqa: E402
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY  # noqa: E402
+from keras_attn_zoo.workflow import RECIPES  # noqa: E402
 from keras_attn_zoo.workflow import RunConfig  # noqa: E402
+from keras_attn_zoo.workflow import join_model_options  # noqa: E402
 from keras_attn_zoo.workflow import load_average  # noqa: E402
 from keras_attn_zoo.workflow import training_run  # noqa: E402
 
@@ -53,6 +55,13 @@ DEFAULT_BUDGET_MINUTES = 24.0
 def parse_args(argv=None):
     """The flags as a `RunConfig` (the default budget and the preset's schedule applied)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--recipe", default="default", choices=list(RECIPES),
+                   help="named settings under the flags (default: default). "
+                        "low-resource: --vocab-size 4000 --word-dropout 0.1 and "
+                        "--model-options 'dropout=0.3;attention_dropout=0.1;"
+                        "activation_dropout=0.1' (Transformer family), the better "
+                        "recipe at convergence; flags given beside it win, and "
+                        "--model-options adds to its options")
     p.add_argument("--model", default="transformer", help="zoo model builder name")
     p.add_argument("--preset", default="small", help="tiny | small | base | big")
     p.add_argument(
@@ -165,7 +174,12 @@ def parse_args(argv=None):
                           "(default 0: off; not with --average-checkpoints)")
     p.add_argument("--no-export", action="store_true")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    recipe = dict(RECIPES[p.parse_known_args(argv)[0].recipe])
+    recipe_options = recipe.pop("model_options", "")
+    p.set_defaults(**recipe)  # the recipe's values replace the defaults, not given flags
     args = p.parse_args(argv)
+    args.model_options = join_model_options(recipe_options, args.model_options)
+    del args.recipe
     if args.epochs is None and args.max_steps is None and args.time_budget_minutes is None:
         args.time_budget_minutes = DEFAULT_BUDGET_MINUTES
     peak, warmup = SCHEDULE_DEFAULTS.get(args.preset, FALLBACK_SCHEDULE)

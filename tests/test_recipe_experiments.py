@@ -236,6 +236,19 @@ def test_cells_base_and_extra_cells_make_the_configs(tmp_path):
         RUNNER.all_cells(RUNNER.parse_args(["--extra-cell", "broken=4000"]))
 
 
+def test_the_low_resource_cells_are_train_wmts_low_resource_recipe(tmp_path):
+    recipe = TRAIN_WMT.parse_args(["--recipe", "low-resource", "--max-steps", "3000"])
+    cells = RUNNER.all_cells(RUNNER.parse_args([]))
+    cell = RUNNER.cell_config("low-resource", cells["low-resource"], {}, 3000, 0, tmp_path)
+    fields = ("vocab_size", "word_dropout", "model_options", "learning_rate",
+              "warmup_steps", "label_smoothing", "batch_tokens", "preset")
+    assert [getattr(cell, f) for f in fields] == [getattr(recipe, f) for f in fields]
+    narrow = RUNNER.cell_config("low-resource-d-128", cells["low-resource-d-128"], {}, 3000,
+                                0, tmp_path)
+    assert narrow.builder_options == {**recipe.builder_options, "model_dim": 128,
+                                      "intermediate_dim": 512}
+
+
 def test_a_run_restored_at_max_steps_trains_no_further(tmp_path, tiny_parallel_corpus,
                                                        tiny_tokenizer):
     """A cell killed after training (during its evaluation) resumes without a step more."""

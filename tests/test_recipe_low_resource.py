@@ -109,6 +109,27 @@ def test_bad_low_resource_flags_are_refused_before_any_work(corpus_files, tmp_pa
     assert not (tmp_path / "run").exists()
 
 
+# ---- --recipe -------------------------------------------------------------------------------
+
+
+def test_the_low_resource_recipe_is_its_flags_and_given_flags_win(capsys):
+    spelled_out = RECIPE.parse_args([
+        "--vocab-size", "4000", "--word-dropout", "0.1", "--max-steps", "5",
+        "--model-options", "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"])
+    assert RECIPE.parse_args(["--recipe", "low-resource", "--max-steps", "5"]) == spelled_out
+    assert RECIPE.parse_args(["--max-steps", "5", "--recipe", "default"]) == \
+        RECIPE.parse_args(["--max-steps", "5"])
+    given = RECIPE.parse_args(["--vocab-size", "2000", "--recipe", "low-resource",
+                               "--model-options", "num_heads=2;dropout=0.2"])
+    assert (given.vocab_size, given.word_dropout) == (2000, 0.1)
+    assert given.builder_options == {"dropout": 0.2, "attention_dropout": 0.1,
+                                     "activation_dropout": 0.1, "num_heads": 2}
+    assert given.time_budget_minutes == RECIPE.DEFAULT_BUDGET_MINUTES  # no stop flag given
+    with pytest.raises(SystemExit):
+        RECIPE.parse_args(["--recipe", "low-ressource"])
+    assert "--recipe: invalid choice: 'low-ressource'" in capsys.readouterr().err
+
+
 # ---- --average-checkpoints -----------------------------------------------------------------
 
 
