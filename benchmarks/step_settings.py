@@ -14,6 +14,13 @@ matmul rate, the first call's seconds, and the ratios to ``default``
 default CPU allocator, oneDNN on; the zoo's fused Adam update). ``Keras Adam``
 trains with ``keras.optimizers.Adam``'s update instead.
 
+How to spend the cores on several runs (the recipe cells and the leaderboard
+train many): ``1 process x 1 thread`` is one run on one core; ``2 processes x 1
+thread`` starts two such processes at once, which warm up, wait for each other
+(a file barrier) and then step side by side; its tokens/s is the two processes'
+tokens over the span from the first one's timed start to the last one's end,
+against ``default``'s one process on every core.
+
 Usage:
     python benchmarks/step_settings.py --precision float32 --rounds 2
     python benchmarks/step_settings.py --smoke
@@ -24,15 +31,24 @@ Writes ``benchmarks/results/step_settings[-<tag>]-<date>.json`` and prints the t
 from __future__ import annotations
 
 import argparse
+import concurrent.futures
 import os
+import pathlib
 import statistics
+import tempfile
+import time
 
 import common
 
 
-def setting(environment=None, optimizer="zoo"):
-    """A contender: environment variables, and `train_throughput.make_optimizer`'s kind."""
-    return {"environment": environment or {}, "optimizer": optimizer}
+def setting(environment=None, optimizer="zoo", processes=1):
+    """A contender: environment variables, `train_throughput.make_optimizer`'s kind,
+    and how many processes step side by side."""
+    return {"environment": environment or {}, "optimizer": optimizer,
+            "processes": processes}
+
+
+ONE_THREAD = {"TF_NUM_INTRAOP_THREADS": "1", "TF_NUM_INTEROP_THREADS": "1"}
 
 
 SETTINGS = {
@@ -43,6 +59,8 @@ SETTINGS = {
                                               "TF_NUM_INTEROP_THREADS": "1"}),
     "oneDNN off": setting({"TF_ENABLE_ONEDNN_OPTS": "0"}),
     "Keras Adam": setting(optimizer="keras"),
+    "1 process x 1 thread": setting(ONE_THREAD),
+    "2 processes x 1 thread": setting(ONE_THREAD, processes=2),
 }
 
 
@@ -62,7 +80,7 @@ def parse_args(argv=None):
     args = parser.parse_args(argv)
     if args.smoke:
         args.preset, args.batch_tokens, args.length = "tiny", 64, 8
-        args.rounds, args.steps, args.settings = 1, 1, "default,inter-op 1,Keras Adam"
+        args.rounds, args.steps, args.settings = 1, 1, "default,Keras Adam,2 processes x 1 thread"
     args.settings = common.str_list(args.settings)  # names hold no commas
     unknown = sorted(set(args.settings) - set(SETTINGS))
     if unknown:
@@ -70,9 +88,24 @@ def parse_args(argv=None):
     return args
 
 
-def measure(model, preset, precision, batch_tokens, length, steps, smoke, optimizer="zoo"):
+def wait_for_parties(directory, parties, timeout=600.0):
+    """A barrier across processes: marks this one arrived in `directory`, then
+    waits until `parties` have."""
+    directory = pathlib.Path(directory)
+    (directory / str(os.getpid())).touch()
+    deadline = time.monotonic() + timeout
+    while sum(1 for _ in directory.iterdir()) < parties:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{parties} processes did not all reach the barrier in "
+                               f"{timeout:g} s")
+        time.sleep(0.01)
+
+
+def measure(model, preset, precision, batch_tokens, length, steps, smoke, optimizer="zoo",
+            barrier=None):
     """In the child: the matmul rate, then the first call's seconds, the step's
-    tokens/s and MFU."""
+    tokens/s and MFU. `barrier` (`{"directory", "parties"}`): wait for the other
+    processes after the warm-up, so that the timed steps run side by side."""
     import keras
 
     import train_throughput
@@ -92,15 +125,62 @@ def measure(model, preset, precision, batch_tokens, length, steps, smoke, optimi
     zoo_model = build_model(model, vocabulary, preset=preset)
     step = train_throughput.zoo_step(zoo_model, optimizer=optimizer)
     first_call, _ = common.timed_once(lambda: train_throughput.relax(step, batches))
-    timing, _ = common.time_call(train_throughput.stepper(step, batches, 1),
-                                 repeats=steps, warmup=2)
+    one_step = train_throughput.stepper(step, batches, 1)
+    common.time_call(one_step, repeats=1, warmup=1)  # two warm-up steps
+    if barrier:
+        wait_for_parties(barrier["directory"], barrier["parties"])
+    timed_start = time.time()
+    timing, _ = common.time_call(one_step, repeats=steps, warmup=0)
+    timed_end = time.time()
     stats = train_throughput.batch_statistics(batches)
     flops = training_flops(zoo_model, stats["batch_size"], stats["source_length"],
                            stats["target_length"])["total"]
     return {"matmul_gflops": rate, "first_call_seconds": first_call,
             "step_seconds": timing.median,
             "tokens_per_s": stats["mean_target_tokens"] / timing.median,
+            "tokens_per_step": stats["mean_target_tokens"],
+            "timed_start": timed_start, "timed_end": timed_end,
             "mfu": flops / timing.median / (rate * 1e9), "load": common.load_average()}
+
+
+def side_by_side(runs, steps):
+    """Processes that stepped at once, as one contender: all their target tokens
+    over the span from the first timed start to the last end. (Each process's
+    own matmul rate was measured while the others started, so no MFU.)"""
+    span = max(run["timed_end"] for run in runs) - min(run["timed_start"] for run in runs)
+    return {"tokens_per_s": sum(run["tokens_per_step"] for run in runs) * steps / span,
+            "first_call_seconds": max(run["first_call_seconds"] for run in runs),
+            "mfu": None,
+            "matmul_gflops": statistics.median(run["matmul_gflops"] for run in runs),
+            "processes": runs}
+
+
+def measure_setting(name, args):
+    """One sample of a setting: its process(es) in its environment."""
+    kwargs = dict(model=args.model, preset=args.preset, precision=args.precision,
+                  batch_tokens=args.batch_tokens, length=args.length, steps=args.steps,
+                  smoke=args.smoke, optimizer=SETTINGS[name]["optimizer"])
+    processes = SETTINGS[name]["processes"]
+    saved = dict(os.environ)
+    os.environ.update(SETTINGS[name]["environment"])  # the children inherit it
+    try:
+        if processes == 1:
+            results = [common.run_isolated(__file__, "measure", kwargs)]
+        else:
+            with tempfile.TemporaryDirectory() as directory, \
+                    concurrent.futures.ThreadPoolExecutor(processes) as pool:
+                barrier = {"directory": directory, "parties": processes}
+                results = list(pool.map(
+                    lambda _: common.run_isolated(__file__, "measure",
+                                                  dict(kwargs, barrier=barrier)),
+                    range(processes)))
+    finally:
+        os.environ.clear()
+        os.environ.update(saved)
+    failed = [result["error"] for result in results if "error" in result]
+    if failed:
+        raise RuntimeError(f"setting {name!r} failed: {failed[0]}")
+    return results[0] if processes == 1 else side_by_side(results, args.steps)
 
 
 def run(args):
@@ -109,24 +189,12 @@ def run(args):
     for round_index in range(args.rounds):
         order = args.settings if round_index % 2 == 0 else args.settings[::-1]
         for name in order:
-            saved = dict(os.environ)
-            os.environ.update(SETTINGS[name]["environment"])
-            try:
-                result = common.run_isolated(__file__, "measure", dict(
-                    model=args.model, preset=args.preset, precision=args.precision,
-                    batch_tokens=args.batch_tokens, length=args.length,
-                    steps=args.steps, smoke=args.smoke,
-                    optimizer=SETTINGS[name]["optimizer"]))
-            finally:
-                os.environ.clear()
-                os.environ.update(saved)
-            if "error" in result:
-                raise RuntimeError(f"setting {name!r} failed: {result['error']}")
+            result = measure_setting(name, args)
             samples[name].append(result)
+            mfu = "-" if result["mfu"] is None else f"{result['mfu']:.1%}"
             print(f"round {round_index} {name}: first call "
                   f"{result['first_call_seconds']:.2f} s, {result['tokens_per_s']:.0f} tok/s, "
-                  f"MFU {result['mfu']:.1%}, matmul {result['matmul_gflops']:.0f}",
-                  flush=True)
+                  f"MFU {mfu}, matmul {result['matmul_gflops']:.0f}", flush=True)
     def median(runs, key):
         return statistics.median(run[key] for run in runs)
 
@@ -139,7 +207,7 @@ def run(args):
                      "first_call_over_default": (
                          first_call / median(default, "first_call_seconds")
                          if default else None),
-                     "mfu": median(runs, "mfu"),
+                     "mfu": (None if runs[0]["mfu"] is None else median(runs, "mfu")),
                      "matmul_gflops": median(runs, "matmul_gflops"),
                      "over_default": (tokens / median(default, "tokens_per_s")
                                       if default else None),

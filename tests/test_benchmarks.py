@@ -100,12 +100,31 @@ def test_step_profile_smoke(smokes):
 def test_step_settings_smoke(smokes):
     stdout, results = run_smoke(smokes, "step_settings")
     rows = {row["setting"]: row for row in results["rows"]}
-    assert set(rows) == {"default", "inter-op 1", "Keras Adam"}
+    assert set(rows) == {"default", "Keras Adam", "2 processes x 1 thread"}
     assert rows["default"]["over_default"] == 1.0
     assert rows["Keras Adam"]["optimizer"] == "keras" and rows["default"]["optimizer"] == "zoo"
-    assert all(row["tokens_per_s"] > 0 and row["mfu"] > 0 and row["first_call_seconds"] > 0
+    assert all(row["tokens_per_s"] > 0 and row["first_call_seconds"] > 0
                for row in rows.values())
+    assert rows["default"]["mfu"] > 0 and rows["2 processes x 1 thread"]["mfu"] is None
+    # The two processes stepped side by side: each timed its steps after both warmed up.
+    pair = rows["2 processes x 1 thread"]["runs"][0]["processes"]
+    assert len(pair) == 2 and len({run["timed_start"] for run in pair}) == 2
+    assert max(run["timed_start"] for run in pair) < min(run["timed_end"] for run in pair)
     assert "x default" in stdout
+
+
+def test_side_by_side_counts_every_process_tokens_over_the_common_span():
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import step_settings
+
+    runs = [{"tokens_per_step": 100.0, "timed_start": 10.0, "timed_end": 14.0,
+             "first_call_seconds": 3.0, "matmul_gflops": 50.0},
+            {"tokens_per_step": 60.0, "timed_start": 11.0, "timed_end": 15.0,
+             "first_call_seconds": 5.0, "matmul_gflops": 70.0}]
+    combined = step_settings.side_by_side(runs, steps=2)
+    assert combined["tokens_per_s"] == pytest.approx((100 + 60) * 2 / 5.0)
+    assert combined["first_call_seconds"] == 5.0 and combined["matmul_gflops"] == 60.0
+    assert combined["mfu"] is None and combined["processes"] == runs
 
 
 @pytest.mark.benchmark_smoke
