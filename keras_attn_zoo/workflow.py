@@ -204,6 +204,46 @@ class Corpus:
     dropped_empty: int = 0
 
 
+# What a run directory's vocabulary and checkpoints depend on. A later session
+# resumes the directory only with the same values; its stop conditions and its
+# evaluation, early-stopping and export settings may change.
+RUN_IDENTITY_FIELDS = (
+    "model", "preset", "model_options", "data", "direction", "sentence_repeats",
+    "train_src", "train_tgt", "vocab_size", "max_length", "batch_tokens", "learning_rate",
+    "warmup_steps", "label_smoothing", "mixed_precision", "seed", "word_dropout",
+    "ema_momentum", "aligned_batching")
+RUN_IDENTITY_FILE = "run_identity.json"
+
+
+def open_run_directory(config):
+    """Creates the run directory, or checks that the run in it trains this model.
+
+    The first session writes `run_identity.json` (`RUN_IDENTITY_FIELDS`). A
+    later command with other values is refused before any work, naming them:
+    it would reuse that run's vocabulary and resume its checkpoints. A
+    directory written before the file existed is taken as it is. Returns the
+    directory.
+    """
+    output_dir = config.paths[0]
+    output_dir.mkdir(parents=True, exist_ok=True)
+    identity = {field: getattr(config, field) for field in RUN_IDENTITY_FIELDS}
+    identity["model_options"] = config.builder_options  # the order of the pairs is free
+    path = output_dir / RUN_IDENTITY_FILE
+    if not path.exists():
+        write_atomically(path, json.dumps(identity, indent=2, sort_keys=True) + "\n")
+        return output_dir
+    recorded = json.loads(path.read_text(encoding="utf-8"))
+    differences = [f"{field} {recorded[field]!r} there, {value!r} now"
+                   for field, value in identity.items()
+                   if field in recorded and recorded[field] != value]
+    if differences:
+        raise SystemExit(
+            f"{output_dir} holds a run with other settings, which this command would "
+            f"resume: {'; '.join(differences)}. Give this run its own --name (or "
+            "--output-dir), or delete that directory to start it again.")
+    return output_dir
+
+
 def check_run_options(config):
     """Refuses low-resource options that are out of range or that exclude each other."""
     if not 0.0 <= config.word_dropout <= 1.0:
@@ -714,7 +754,7 @@ def training_run(config, machine=None):
     check_run_options(config)
     check_checkpoints_to_average(config)
     output_dir, log_dir, _ = config.paths
-    output_dir.mkdir(parents=True, exist_ok=True)
+    open_run_directory(config)
     seed_everything(config.seed)
     keras.mixed_precision.set_global_policy(MIXED_PRECISION_POLICIES[config.mixed_precision])
 

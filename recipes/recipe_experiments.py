@@ -212,8 +212,7 @@ def train_and_score_valid(config):
     """
     workflow.check_run_options(config)
     workflow.check_checkpoints_to_average(config)
-    output_dir = config.paths[0]
-    output_dir.mkdir(parents=True, exist_ok=True)
+    output_dir = workflow.open_run_directory(config)
     seed_everything(config.seed)
     keras.mixed_precision.set_global_policy(
         workflow.MIXED_PRECISION_POLICIES[config.mixed_precision])

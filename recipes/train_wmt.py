@@ -61,7 +61,9 @@ def parse_args(argv=None):
                         "--model-options 'dropout=0.3;attention_dropout=0.1;"
                         "activation_dropout=0.1' (Transformer family), the better "
                         "recipe at convergence; flags given beside it win, and "
-                        "--model-options adds to its options")
+                        "--model-options adds to its options. A run of a named "
+                        "recipe is called <model>-<preset>-<data>-<direction>-<recipe> "
+                        "unless --name says otherwise")
     p.add_argument("--model", default="transformer", help="zoo model builder name")
     p.add_argument("--preset", default="small", help="tiny | small | base | big")
     p.add_argument(
@@ -179,7 +181,7 @@ def parse_args(argv=None):
     p.set_defaults(**recipe)  # the recipe's values replace the defaults, not given flags
     args = p.parse_args(argv)
     args.model_options = join_model_options(recipe_options, args.model_options)
-    del args.recipe
+    recipe_name = args.__dict__.pop("recipe")
     if args.epochs is None and args.max_steps is None and args.time_budget_minutes is None:
         args.time_budget_minutes = DEFAULT_BUDGET_MINUTES
     peak, warmup = SCHEDULE_DEFAULTS.get(args.preset, FALLBACK_SCHEDULE)
@@ -191,7 +193,10 @@ def parse_args(argv=None):
     values["aligned_batching"] = values.pop("eager_aligned_batching")
     fields = {field.name for field in dataclasses.fields(RunConfig)}
     assert set(values) == fields, set(values) ^ fields  # every flag is a config field
-    return RunConfig(**values)
+    config = RunConfig(**values)
+    if recipe_name != "default" and config.name is None:  # its own run directory and export
+        config = dataclasses.replace(config, name=f"{config.run_name}-{recipe_name}")
+    return config
 
 
 def machine_speed():

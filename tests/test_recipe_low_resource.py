@@ -116,7 +116,11 @@ def test_the_low_resource_recipe_is_its_flags_and_given_flags_win(capsys):
     spelled_out = RECIPE.parse_args([
         "--vocab-size", "4000", "--word-dropout", "0.1", "--max-steps", "5",
         "--model-options", "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"])
-    assert RECIPE.parse_args(["--recipe", "low-resource", "--max-steps", "5"]) == spelled_out
+    recipe = RECIPE.parse_args(["--recipe", "low-resource", "--max-steps", "5"])
+    assert dataclasses.replace(recipe, name=None) == spelled_out
+    # Its own run directory and export: not the default run's, which it would resume.
+    assert recipe.run_name == "transformer-small-ding-de-en-low-resource"
+    assert RECIPE.parse_args(["--recipe", "low-resource", "--name", "x"]).run_name == "x"
     assert RECIPE.parse_args(["--max-steps", "5", "--recipe", "default"]) == \
         RECIPE.parse_args(["--max-steps", "5"])
     given = RECIPE.parse_args(["--vocab-size", "2000", "--recipe", "low-resource",
@@ -128,6 +132,25 @@ def test_the_low_resource_recipe_is_its_flags_and_given_flags_win(capsys):
     with pytest.raises(SystemExit):
         RECIPE.parse_args(["--recipe", "low-ressource"])
     assert "--recipe: invalid choice: 'low-ressource'" in capsys.readouterr().err
+
+
+def test_a_run_directory_resumes_only_the_run_it_holds(corpus_files, tmp_path):
+    first = recipe_config(corpus_files, tmp_path, "--model-options", "dropout=0.3;num_heads=2")
+    run_dir = workflow.open_run_directory(first)
+    identity = json.loads((run_dir / workflow.RUN_IDENTITY_FILE).read_text())
+    assert identity["vocab_size"] == 100 and identity["model_options"] == {
+        "dropout": 0.3, "num_heads": 2}
+    # Other stop conditions, evaluation and early stopping, and the options in another
+    # order: the same run, resumed.
+    same = recipe_config(corpus_files, tmp_path, "--model-options", "num_heads=2;dropout=0.3",
+                         "--patience", "2", "--beam-size", "2", steps=9)
+    assert workflow.open_run_directory(same) == run_dir
+    other = recipe_config(corpus_files, tmp_path, "--vocab-size", "120", "--word-dropout",
+                          "0.1", "--model-options", "dropout=0.3;num_heads=2")
+    with pytest.raises(SystemExit, match=r"holds a run with other settings.*vocab_size 100 "
+                                         r"there, 120 now; word_dropout 0\.0 there, 0\.1 now"):
+        workflow.training_run(other)
+    assert sorted(path.name for path in run_dir.iterdir()) == [workflow.RUN_IDENTITY_FILE]
 
 
 # ---- --average-checkpoints -----------------------------------------------------------------
