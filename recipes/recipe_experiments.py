@@ -26,7 +26,11 @@ Resumable: a cell's result goes to
 temporary name and renamed) and a rerun skips the cells that have one; a cell
 killed while training resumes from the checkpoints in its run directory
 `runs/recipe/<cell>-seed<seed>-<steps>steps`. `--base KEY=VALUE` overrides
-every cell (e.g. `--base preset=tiny --base data=files --base train_src=...`).
+every cell (e.g. `--base preset=tiny --base data=files --base train_src=...`);
+another model's table keeps its own files:
+
+    python recipes/recipe_experiments.py --base model=bahdanau_rnn \
+        --results-dir benchmarks/results/recipe-rnnsearch --runs-dir runs/recipe-rnnsearch
 """
 
 import argparse
@@ -274,8 +278,14 @@ def run_cell(cell, overrides, args, base, machine):
     steps, seed = args.steps, args.seed
     path = pathlib.Path(args.results_dir) / f"{run_id(cell, seed, steps)}.json"
     if path.exists():
+        done = json.loads(path.read_text())
+        if done.get("base", {}) != args.base:
+            raise SystemExit(
+                f"{path} is {cell}'s result with --base {done.get('base', {})}, not "
+                f"{args.base}: a table with another base needs its own --results-dir "
+                "and --runs-dir.")
         print(f"{cell}: done already ({path}), skipped")
-        return json.loads(path.read_text())
+        return done
     resolved = resolve(overrides, steps)
     config = cell_config(cell, resolved, args.base, steps, seed, args.runs_dir)
     run_results = config.paths[0] / "results.json"

@@ -109,6 +109,11 @@ def test_a_rerun_skips_a_finished_cell(one_cell, monkeypatch, capsys):
     assert RUNNER.main(flags + ["--cells", "default"]) == 0
     assert (path.read_bytes(), path.stat().st_mtime_ns) == before
     assert "default: done already" in capsys.readouterr().out
+    # Another base (another model's table) is not "done" by this one's result.
+    with pytest.raises(SystemExit, match="with --base .*a table with another base needs "
+                                         "its own --results-dir"):
+        RUNNER.main(flags + ["--cells", "default", "--base", "model=bahdanau_rnn"])
+    assert (path.read_bytes(), path.stat().st_mtime_ns) == before
 
 
 def test_score_test_scores_the_test_split_once(one_cell, tiny_parallel_corpus,
