@@ -1,8 +1,10 @@
 #!/usr/bin/env python
 """The leaderboard: every zoo model, several seeds, one recipe; a verdict per paper claim.
 
-Each cell is one (model, seed): the model (a ``MODEL_VARIANTS`` name: transformer,
-RAN-E, RAN-D, RAN-ALL, GMM, weighted, HC-SA, Syn-R, RNNsearch, eager) trained by
+Each cell is one (model, seed): the model (a ``LEADERBOARD_MODELS`` name: transformer,
+RAN-E, RAN-D, RAN-ALL, GMM, weighted, HC-SA, Syn-R, RNNsearch, eager, and the
+Weighted Transformer's corrected forms weighted-gain, weighted-gain-random,
+weighted-gain-rms-random and weighted-port, whose cells choose its default) trained by
 ``keras_attn_zoo.workflow.training_run`` - the code behind ``recipes/train_wmt.py``, so
 every ``train_wmt.py`` flag works here and means the same - with the same data,
 SentencePiece vocabulary (trained once), recipe and caps for every model.
@@ -48,7 +50,7 @@ and the order of the work. The work is `keras_attn_zoo.leaderboard` (`cells`,
 `timing`, `report`); the table and the verdicts are `keras_attn_zoo.evaluation`'s.
 
 Usage:
-    python recipes/leaderboard.py                                 # 10 models x 3 seeds
+    python recipes/leaderboard.py                                 # 14 models x 3 seeds
     python recipes/leaderboard.py --models transformer,RAN-D --seeds 0
     python recipes/leaderboard.py --report-only --protocol fixed --steps 2000 \\
         --readme docs/leaderboard.md          # the committed 2,000-step table
@@ -94,14 +96,14 @@ _OWN_FLAGS = ("--model", "--model-options", "--output-dir", "--name", "--export-
 
 
 def parse_args(argv=None):
-    from keras_attn_zoo.models import MODEL_VARIANTS
+    from keras_attn_zoo.models import LEADERBOARD_MODELS
 
     parser = argparse.ArgumentParser(
         description=__doc__.split("\n\n")[0],
         epilog="Any other flag is a recipes/train_wmt.py flag, passed on to every run.")
-    parser.add_argument("--models", default=",".join(MODEL_VARIANTS),
+    parser.add_argument("--models", default=",".join(LEADERBOARD_MODELS),
                         help=f"comma-separated model names (default: all of "
-                             f"{', '.join(MODEL_VARIANTS)})")
+                             f"{', '.join(LEADERBOARD_MODELS)})")
     parser.add_argument("--seeds", default="0,1,2", help="comma-separated seeds")
     parser.add_argument("--protocol", choices=PROTOCOLS, default="converge",
                         help="converge: early stopping on the valid split under a cap "
@@ -155,9 +157,9 @@ def parse_args(argv=None):
         if any(item == flag or item.startswith(flag + "=") for item in passthrough):
             parser.error(f"{flag} is set per cell by the leaderboard")
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
-    unknown = sorted(set(args.models) - set(MODEL_VARIANTS))
+    unknown = sorted(set(args.models) - set(LEADERBOARD_MODELS))
     if unknown:
-        parser.error(f"unknown model(s) {unknown}; choose from {list(MODEL_VARIANTS)}")
+        parser.error(f"unknown model(s) {unknown}; choose from {list(LEADERBOARD_MODELS)}")
     try:
         args.seeds = [int(s) for s in args.seeds.split(",") if s.strip()]
     except ValueError:
@@ -195,12 +197,12 @@ def parse_args(argv=None):
 def cell_config(args, model, seed):
     """The cell's `RunConfig`, parsed by train_wmt's own parser."""
     from keras_attn_zoo.leaderboard.cells import cell_dir
-    from keras_attn_zoo.models import MODEL_VARIANTS
+    from keras_attn_zoo.models import LEADERBOARD_MODELS
+    from keras_attn_zoo.models import format_model_options
     from keras_attn_zoo.workflow import join_model_options
 
-    builder, options = MODEL_VARIANTS[model]
-    model_options = join_model_options(
-        ";".join(f"{key}={value}" for key, value in options.items()), args.model_options)
+    builder, options = LEADERBOARD_MODELS[model]
+    model_options = join_model_options(format_model_options(options), args.model_options)
     if args.protocol == "converge":  # both caps: whichever comes first stops the cell
         budget = ["--max-steps", str(args.steps), "--time-budget-minutes",
                   str(args.cap_minutes)]

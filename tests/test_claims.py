@@ -635,3 +635,27 @@ def test_speed_ratios_of_a_seed_timed_together_win_when_both_are_the_scored_mode
     speed[1] = record(1, agreement=0.9)
     ran = _row(claims.claim_verdicts(cells, {"speed": speed}), "RAN-ALL decodes faster")
     assert ran["numbers"]["ratio"] == [1.0] * 3 and ran["verdict"] == NOT_CONFIRMED
+
+
+def test_the_weighted_forms_choose_the_default_on_valid_converged_seeds_only():
+    def form(model, valid, test, stop="converged", seeds=range(3)):
+        return [_cell(model, s, builder="weighted_transformer", best_valid_bleu=valid + s / 10,
+                      bleu=test, stop_reason=stop, model_options=model[9:],
+                      **_versus(test - 5.0, 0.01)) for s in seeds]
+
+    # One form only (the committed tables): no forms table.
+    assert weighted.forms_table(form("weighted", 5.0, 5.0))["rows"] == []
+    # The best test BLEU does not choose; the best mean valid BLEU does.
+    cells = (form("weighted", 5.0, 9.0) + form("weighted-gain", 6.0, 4.0)
+             + _transformers())
+    forms = weighted.forms_table(cells)
+    assert forms["chosen"] == "weighted-gain" and [r["model"] for r in forms["rows"]] == [
+        "weighted", "weighted-gain"]
+    assert forms["rows"][1]["valid_bleu"] == [6.0, 6.1, 6.2]
+    assert "**weighted-gain**" in weighted.forms_markdown(forms)
+    # A form with a cell at the cap, or with fewer than three seeds, leaves it open.
+    for other in (form("weighted-port", 9.0, 9.0, stop="max_steps"),
+                  form("weighted-port", 9.0, 9.0, seeds=range(2))):
+        forms = weighted.forms_table(cells + other)
+        assert forms["chosen"] is None and "weighted-port" in forms["reason"]
+        assert "not chosen yet" in weighted.forms_markdown(forms)

@@ -8,6 +8,8 @@ import subprocess
 import sys
 import textwrap
 
+import pytest
+
 from tests.conftest import make_synthetic_parallel_sentences
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -333,3 +335,26 @@ def test_the_command_becomes_the_packages_settings(tmp_path, monkeypatch):
     config = board.config_of("eager", 1)
     assert config.model == "eager_translator" and config.seed == 1
     assert config.paths[0] == board.output_dir / "eager" / "seed1"
+
+
+def test_the_weighted_forms_are_models_of_the_board(tmp_path, monkeypatch):
+    from keras_attn_zoo.models import build_model
+    from keras_attn_zoo.models import parse_model_options
+    from keras_attn_zoo.models.weighted_transformer import WEIGHTED_VARIANTS
+    from keras_attn_zoo.models.weighted_transformer import branched_layers
+    from tests.conftest import load_recipe
+
+    monkeypatch.syspath_prepend(str(REPO / "recipes"))  # it imports train_wmt
+    recipe = load_recipe("leaderboard")
+    args = recipe.parse_args(["--results-dir", str(tmp_path / "r")])
+    assert "weighted" in args.models and "weighted-port" in args.models  # the default list
+    # Each form's cell builds the model of its WEIGHTED_VARIANTS options, booleans
+    # included (a Python `True` written as text would reach the builder as "True").
+    config = recipe.cell_config(args, "weighted-port", 0)
+    options = parse_model_options(config.model_options)
+    assert options == WEIGHTED_VARIANTS["port"] and options["branch_residual_norm"] is True
+    layers = branched_layers(build_model(config.model, 64, preset="tiny", **options))
+    assert layers and all(layer.branch_residual_norm for layer in layers.values())
+    assert recipe.cell_config(args, "weighted", 0).model_options == ""
+    with pytest.raises(SystemExit):
+        recipe.parse_args(["--models", "weighted-unknown"])

@@ -15,6 +15,7 @@ from keras_attn_zoo.evaluation.claims.engine import BASELINE
 from keras_attn_zoo.evaluation.claims.engine import converged
 from keras_attn_zoo.evaluation.claims.engine import stop_label
 from keras_attn_zoo.evaluation.claims.engine import value_at
+from keras_attn_zoo.evaluation.claims.weighted import forms_markdown
 from keras_attn_zoo.evaluation.significance import UNTESTED
 from keras_attn_zoo.evaluation.significance import holm_adjusted_bootstrap
 from keras_attn_zoo.evaluation.significance import holm_gate
@@ -224,7 +225,7 @@ def write_plots(results_dir, cells, rows):
     """Writes the leaderboard's plots into `results_dir`; returns `{name: file name}`."""
     from keras_attn_zoo.evaluation.plots import plot_learning_curves
     from keras_attn_zoo.evaluation.plots import plot_score_against
-    from keras_attn_zoo.models import MODEL_VARIANTS
+    from keras_attn_zoo.models import LEADERBOARD_MODELS
 
     files = {}
     files["bleu_vs_params"] = plot_score_against(
@@ -234,7 +235,7 @@ def write_plots(results_dir, cells, rows):
         [{**row, "decode_ratio": 1.0 if row["model"] == BASELINE else row["decode_ratio"]}
          for row in rows], "decode_ratio", results_dir / "bleu_vs_decode_speed.png",
         "decoding speed / the Transformer's (same seed, one process; batch 100, beam 4)")
-    order = {model: index for index, model in enumerate(MODEL_VARIANTS)}  # the table's
+    order = {model: index for index, model in enumerate(LEADERBOARD_MODELS)}  # the table's
     cells = sorted((c for c in cells if c.get("learning_curve")),
                    key=lambda c: (order.get(c["model"], len(order)), c["seed"]))
     curves = {f"{c['model']} s{c['seed']}": c["learning_curve"] for c in cells}
@@ -246,8 +247,10 @@ def write_plots(results_dir, cells, rows):
     return {name: path.name for name, path in files.items()}
 
 
-def section_markdown(rows, verdicts, settings, machines, files, source, images):
+def section_markdown(rows, verdicts, forms, settings, machines, files, source, images):
     """The leaderboard section (the docs page and leaderboard.md share it).
+
+    `forms`: the Weighted Transformer's forms (`claims.weighted.forms_table`).
 
     `source`: the results directory as the text names it (relative to the
     repository where it lies inside it); `images`: the plots' directory relative
@@ -279,7 +282,11 @@ def section_markdown(rows, verdicts, settings, machines, files, source, images):
         f"tests); the speed column is the decoding speed over the Transformer's of the "
         f"same seed, timed in one process.{speed}"
         f"{budget_markdown(settings.get('budget_evidence'))} Generated from `{source}`.", "",
-        table_markdown(rows), "**Claims**", "", verdicts_markdown(verdicts)]
+        table_markdown(rows)]
+    if forms["rows"]:
+        lines += ["**The Weighted Transformer's forms** (issue 32)", "",
+                  forms_markdown(forms)]
+    lines += ["**Claims**", "", verdicts_markdown(verdicts)]
     for label, name in files.items():
         alt = label if " seed " in label else name  # a probe's image says whose it is
         lines.append(f"![{alt}]({(images / name).as_posix()})")

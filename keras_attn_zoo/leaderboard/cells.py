@@ -46,7 +46,7 @@ class Leaderboard:
         results_dir: the cells' files, translations and probes, the table and plots.
         config_of: `(model, seed) -> RunConfig` of a cell (the recipe parses it
             with train_wmt's own parser).
-        models: the `MODEL_VARIANTS` names to train, time or retime.
+        models: the `LEADERBOARD_MODELS` names to train, time or retime.
         seeds: their seeds.
         protocol: "converge" (early stopping under the caps) or "fixed" (a fixed
             budget, the last weights).

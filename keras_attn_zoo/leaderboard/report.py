@@ -130,6 +130,7 @@ def write_report(board, cells=None):
     files (`cells`: those already loaded). Returns the parts of the markdown
     section: `(rows, verdicts, settings, machines, files)`."""
     from keras_attn_zoo.evaluation import claims
+    from keras_attn_zoo.evaluation.claims.weighted import forms_table
     from keras_attn_zoo.evaluation.leaderboard import aggregate
     from keras_attn_zoo.evaluation.leaderboard import budget_evidence
     from keras_attn_zoo.evaluation.leaderboard import machines_of
@@ -138,7 +139,7 @@ def write_report(board, cells=None):
     from keras_attn_zoo.evaluation.leaderboard import settings_of
     from keras_attn_zoo.evaluation.leaderboard import write_plots
     from keras_attn_zoo.leaderboard.cells import write_json
-    from keras_attn_zoo.models import MODEL_VARIANTS
+    from keras_attn_zoo.models import LEADERBOARD_MODELS
     from keras_attn_zoo.files import write_atomically
 
     cells = load_cells(board.results_dir) if cells is None else cells
@@ -147,21 +148,22 @@ def write_report(board, cells=None):
     add_paired_tests(board, cells)
     add_longest_decile(board, cells)
     properties = data_properties(board, cells)
-    order = [m for m in MODEL_VARIANTS if any(c["model"] == m for c in cells)]
+    order = [m for m in LEADERBOARD_MODELS if any(c["model"] == m for c in cells)]
     rows = aggregate(cells, order, properties["speed"])
     stored = [{k: v for k, v in c.items() if k != "_dir"} for c in cells]
     verdicts = claims.claim_verdicts(stored, properties)
+    forms = forms_table(stored)
     files = write_plots(board.results_dir, cells, rows)
     settings, machines = settings_of(cells), machines_of(cells)
     settings["budget_evidence"] = budget_evidence(stored)
     files.update(probe_images(cells))
-    text = section_markdown(rows, verdicts, settings, machines, files,
+    text = section_markdown(rows, verdicts, forms, settings, machines, files,
                             shown_path(board, board.results_dir), pathlib.Path("."))
     write_json(board.results_dir / "leaderboard.json",
                {"settings": settings, "machines": machines, "rows": rows,
-                "verdicts": verdicts, "files": files})
+                "verdicts": verdicts, "weighted_forms": forms, "files": files})
     write_atomically(board.results_dir / "leaderboard.md", "# Leaderboard\n\n" + text)
-    return rows, verdicts, settings, machines, files
+    return rows, verdicts, forms, settings, machines, files
 
 
 def rewrite_page(board, page, parts):

@@ -14,6 +14,7 @@ from keras_attn_zoo.models.ran_transformer import ran_transformer
 from keras_attn_zoo.models.seq2seq_transformer import Seq2SeqTransformer
 from keras_attn_zoo.models.attention_kinds import register_attention_kind
 from keras_attn_zoo.models.transformer import transformer
+from keras_attn_zoo.models.weighted_transformer import WEIGHTED_VARIANTS
 from keras_attn_zoo.models.weighted_transformer import weighted_transformer
 from keras_attn_zoo.models.zoo_model import ZooModel
 
@@ -43,6 +44,15 @@ MODEL_VARIANTS = {
     "eager": ("eager_translator", {}),
 }
 
+# The leaderboard's models: the published ones, then the Weighted Transformer's
+# corrected forms of issue 32 (`"weighted"` is the paper's form), trained under
+# the same protocol so that their cells choose the builder's default.
+LEADERBOARD_MODELS = {
+    **MODEL_VARIANTS,
+    **{f"weighted-{form.replace('_', '-')}": ("weighted_transformer", options)
+       for form, options in WEIGHTED_VARIANTS.items() if options},
+}
+
 
 def parse_model_options(text):
     """`"norm_first=true;num_heads=8"` -> `{"norm_first": True, "num_heads": 8}`.
@@ -61,6 +71,14 @@ def parse_model_options(text):
         except json.JSONDecodeError:
             options[key.strip()] = value.strip()
     return options
+
+
+def format_model_options(options):
+    """`{"norm_first": True, "apply_to": "all"}` -> `"norm_first=true;apply_to=all"`:
+    the `--model-options` text that `parse_model_options` reads back to `options`
+    (strings as they are, other values as JSON)."""
+    return ";".join(f"{key}={value if isinstance(value, str) else json.dumps(value)}"
+                    for key, value in options.items())
 
 
 def _builder(name):

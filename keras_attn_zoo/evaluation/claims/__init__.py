@@ -12,9 +12,10 @@ Two parts, and one module per paper:
   numbers and a verdict (`significance.CONFIRMED`, `NOT_CONFIRMED` or
   `INCONCLUSIVE`); `verdicts_markdown(rows)` prints them as a table.
 
-Model keys: a cell's ``"model"`` is its `models.MODEL_VARIANTS` name
+Model keys: a cell's ``"model"`` is its `models.LEADERBOARD_MODELS` name
 (transformer, RAN-E, RAN-D, RAN-ALL, GMM, weighted, HC-SA, Syn-R, RNNsearch,
-eager); the RAN variants are one builder, `ran_transformer`, with
+eager, and the Weighted Transformer's forms weighted-gain, ...; the paper's
+claims read "weighted", `weighted.forms_table` compares the forms); the RAN variants are one builder, `ran_transformer`, with
 ``apply_to="encoder" | "decoder" | "all"``.
 
 How verdicts are reached (`engine.claim_verdicts` applies them in this order):

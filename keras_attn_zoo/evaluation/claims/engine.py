@@ -17,7 +17,7 @@ from keras_attn_zoo.evaluation.significance import holm_adjusted_bootstrap
 from keras_attn_zoo.evaluation.significance import holm_gate
 from keras_attn_zoo.evaluation.significance import mean_and_std
 
-# The leaderboard's model keys are `models.MODEL_VARIANTS` names; every claim
+# The leaderboard's model keys are `models.LEADERBOARD_MODELS` names; every claim
 # against "the Transformer" means this one.
 BASELINE = "transformer"
 # A verdict needs this many seeds; fewer leave it inconclusive (provisional).

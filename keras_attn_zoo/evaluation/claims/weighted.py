@@ -9,6 +9,9 @@ Thresholds and where they come from:
   `FASTER_STEPS_RATIO` (0.85, the paper's lower end, 15% fewer) of the
   Transformer's steps; against when it needs as many or more, or never gets
   there.
+* The forms of issue 32 (`forms_table`): the builder's default is the form
+  with the best mean valid BLEU over `MIN_SEEDS` or more converged seeds,
+  chosen on the valid split only; the test columns are shown, not used.
 * κ and α away from uniform: total-variation distance from uniform,
   `0.5 * sum |w_i - 1/M|` (0 to `1 - 1/M`), averaged over the branched
   layers, against a null (`noise_null`): the same Adam, schedule, steps and
@@ -24,11 +27,14 @@ import functools
 import numpy as np
 
 from keras_attn_zoo.evaluation.claims.checks import at_least_transformer
+from keras_attn_zoo.evaluation.claims.engine import MIN_SEEDS
 from keras_attn_zoo.evaluation.claims.engine import NotMeasured
+from keras_attn_zoo.evaluation.claims.engine import converged
 from keras_attn_zoo.evaluation.claims.engine import majority_verdict
 from keras_attn_zoo.evaluation.claims.engine import rounded
 from keras_attn_zoo.evaluation.claims.engine import spread
 from keras_attn_zoo.evaluation.significance import ALPHA
+from keras_attn_zoo.evaluation.significance import mean_and_std
 
 WEIGHTED_PAPER = "Weighted Transformer (Ahmed et al., 2017)"
 FASTER_STEPS_RATIO = 0.85
@@ -185,6 +191,85 @@ def branches_check(cells):
                "alpha_tv": rounded(alphas), "null_95th_percentile": rounded(nulls),
                "p_kappa_alpha": [rounded(p) for p in p_values], "outcomes": outcomes}
     return measurement, numbers, majority_verdict(outcomes)
+
+
+WEIGHTED_BUILDER = "weighted_transformer"
+
+
+def forms_table(cells):
+    """The Weighted Transformer's forms side by side (issue 32): every leaderboard
+    model built by `weighted_transformer` ("weighted" is the paper's form), with its
+    valid and test BLEU, its BLEU against the Transformer of the same seed and how far
+    κ and α moved; and the form its cells choose as the builder's default.
+
+    Returns ``{"rows": [...], "chosen": model or None, "reason": str}``; no rows
+    where fewer than two forms have cells.
+    """
+    by_model = {}
+    for cell in cells:
+        if cell.get("builder") == WEIGHTED_BUILDER and cell.get("status", "ok") == "ok":
+            by_model.setdefault(cell["model"], []).append(cell)
+    if len(by_model) < 2:
+        return {"rows": [], "chosen": None, "reason": "fewer than two forms have cells"}
+    rows, ready = [], {}
+    for model, own in by_model.items():
+        own = sorted(own, key=lambda c: c["seed"])
+        done = [c for c in own if converged(c)]
+        tv = [float(np.mean([layer[f"{name}_tv_from_uniform"] for layer in layers]))
+              for c in own for name in ("kappa", "alpha")
+              for layers in [(c.get("probes") or {}).get("branch_weights")] if layers]
+        rows.append({
+            "model": model, "model_options": own[0].get("model_options") or "",
+            "seeds": [c["seed"] for c in own], "converged_seeds": [c["seed"] for c in done],
+            "valid_bleu": rounded([c.get("best_valid_bleu") for c in own]),
+            "test_bleu": rounded([c.get("bleu") for c in own]),
+            "bleu_vs_transformer": rounded([value_of(c, "bleu_difference") for c in own]),
+            "kappa_alpha_tv": round(float(np.mean(tv)), 4) if tv else None})
+        scores = [c["best_valid_bleu"] for c in done if c.get("best_valid_bleu") is not None]
+        if len(scores) >= MIN_SEEDS:
+            ready[model] = float(np.mean(scores))
+    if len(ready) < len(rows):
+        waiting = [row["model"] for row in rows if row["model"] not in ready]
+        return {"rows": rows, "chosen": None,
+                "reason": f"not chosen yet: {', '.join(waiting)} lack {MIN_SEEDS} converged "
+                          f"seeds"}
+    chosen = max(ready, key=ready.get)
+    return {"rows": rows, "chosen": chosen,
+            "reason": f"the best mean valid BLEU over converged seeds ({ready[chosen]:.2f})"}
+
+
+def value_of(cell, key):
+    """`cell["versus_transformer"][key]`, or None where the cell has no paired test."""
+    return (cell.get("versus_transformer") or {}).get(key)
+
+
+def forms_markdown(forms):
+    """`forms_table`'s rows as a markdown table with the choice below; '' without rows."""
+    if not forms["rows"]:
+        return ""
+
+    def listed(values, signed=False):  # mean ± sample deviation over the seeds
+        values = [v for v in values if v is not None]
+        if not values:
+            return "-"
+        mean, std = mean_and_std(values)
+        text = f"{mean:{'+' if signed else ''}.2f}"
+        return text if std is None else f"{text} ± {std:.2f}"
+
+    lines = ["| form | options | seeds (converged) | valid BLEU | test BLEU | "
+             "Δ BLEU vs Transformer | κ/α distance from uniform |", "|---|---|---|---|---|---|---|"]
+    for row in forms["rows"]:
+        lines.append(
+            f"| {row['model']} | `{row['model_options'] or '(the paper)'}` | "
+            f"{len(row['seeds'])} ({len(row['converged_seeds'])}) | "
+            f"{listed(row['valid_bleu'])} | {listed(row['test_bleu'])} | "
+            f"{listed(row['bleu_vs_transformer'], signed=True)} | "
+            f"{'-' if row['kappa_alpha_tv'] is None else row['kappa_alpha_tv']} |")
+    choice = (f"The builder's default: **{forms['chosen']}**, {forms['reason']}."
+              if forms["chosen"] else f"The builder's default: {forms['reason']}.")
+    return ("\n".join(lines) + "\n\n" + choice + " Chosen on the valid split (each cell's "
+            "best checkpoint, greedy, every valid sentence); the test columns are shown, "
+            "not used.\n")
 
 
 CLAIMS = [
