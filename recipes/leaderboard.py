@@ -1,13 +1,16 @@
 #!/usr/bin/env python
-"""The leaderboard: every zoo model, several seeds, one recipe; a verdict per paper claim.
+"""The leaderboard: every zoo model, several seeds, a recipe per family; a verdict per paper claim.
 
 Each cell is one (model, seed): the model (a ``LEADERBOARD_MODELS`` name: transformer,
 RAN-E, RAN-D, RAN-ALL, GMM, weighted, HC-SA, Syn-R, RNNsearch, eager, and the
 Weighted Transformer's corrected forms weighted-gain, weighted-gain-random,
 weighted-gain-rms-random and weighted-port, whose cells choose its default) trained by
 ``keras_attn_zoo.workflow.training_run`` - the code behind ``recipes/train_wmt.py``, so
-every ``train_wmt.py`` flag works here and means the same - with the same data,
-SentencePiece vocabulary (trained once), recipe and caps for every model.
+every ``train_wmt.py`` flag works here and means the same - with the same data and
+caps for every model, its family's recipe (``--family-recipes``: train_wmt's
+``--recipe`` for the Transformer family, RNNsearch and the eager translator, each
+chosen for its family on the valid split) and one SentencePiece vocabulary per size
+(trained once).
 
 Two protocols (``--protocol``). ``converge`` (the default, issue 33): every cell
 trains to convergence with early stopping on the valid split (train_wmt's
@@ -79,6 +82,13 @@ VARIANT_FLAGS = {
     # Press & Smith (2018): one aligned stream, the LSTM state carried across windows.
     "eager": ["--eager-aligned-batching"],
 }
+# Each family's recipe (a `workflow.RECIPES` name; train_wmt's --recipe), chosen for
+# it on the valid split at convergence (issue 33): the Transformer family's by the
+# recipe search (recipes/recipe_experiments.py, docs/measurements.md), RNNsearch's
+# and the eager translator's by their own grids. "default" until a family's is chosen.
+FAMILY_RECIPES = {"transformer": "default", "rnnsearch": "default", "eager": "default"}
+# The family of a builder; every other builder is the Transformer family's.
+BUILDER_FAMILIES = {"bahdanau_rnn": "rnnsearch", "eager_translator": "eager"}
 QUICK_DEFAULTS = ["--vocab-size", "2000", "--eval-limit", "100"]
 PROTOCOLS = ("converge", "fixed")
 # The converged table's caps, the same for every model: the Transformer's dev BLEU
@@ -92,7 +102,7 @@ EPSILON_SHARE_FILE = REPO / "benchmarks" / "results" / "eager_epsilon_share-2026
 # Flags the leaderboard sets per cell; the budget is --steps / --budget-minutes.
 _OWN_FLAGS = ("--model", "--model-options", "--output-dir", "--name", "--export-dir",
               "--log-dir", "--seed", "--max-steps", "--time-budget-minutes", "--epochs",
-              "--no-export")
+              "--no-export", "--recipe")
 
 
 def parse_args(argv=None):
@@ -119,6 +129,11 @@ def parse_args(argv=None):
     parser.add_argument("--cap-minutes", type=float, default=CONVERGE_MINUTES,
                         help=f"converge: the training wall-time cap of every cell "
                              f"(default {CONVERGE_MINUTES:g})")
+    parser.add_argument("--family-recipes", default="",
+                        help="family=recipe pairs joined by commas, each a train_wmt "
+                             "--recipe for every model of the family (transformer, "
+                             "rnnsearch, eager; default " + ",".join(
+                                 f"{k}={v}" for k, v in FAMILY_RECIPES.items()) + ")")
     parser.add_argument("--model-options", default="",
                         help="builder options added to every model's (key=value;...)")
     parser.add_argument("--preset", default="small")
@@ -156,6 +171,7 @@ def parse_args(argv=None):
     for flag in _OWN_FLAGS:
         if any(item == flag or item.startswith(flag + "=") for item in passthrough):
             parser.error(f"{flag} is set per cell by the leaderboard")
+    args.family_recipes = parse_family_recipes(parser, args.family_recipes)
     args.models = [m.strip() for m in args.models.split(",") if m.strip()]
     unknown = sorted(set(args.models) - set(LEADERBOARD_MODELS))
     if unknown:
@@ -191,7 +207,32 @@ def parse_args(argv=None):
     return args
 
 
+def parse_family_recipes(parser, text):
+    """`FAMILY_RECIPES` with the `--family-recipes` pairs of `text` in their place."""
+    from keras_attn_zoo.workflow import RECIPES
+
+    recipes = dict(FAMILY_RECIPES)
+    for item in filter(None, (part.strip() for part in text.split(","))):
+        family, _, recipe = (part.strip() for part in item.partition("="))
+        if family not in FAMILY_RECIPES:
+            parser.error(f"--family-recipes: unknown family {family!r}; choose from "
+                         f"{list(FAMILY_RECIPES)}")
+        if recipe not in RECIPES:
+            parser.error(f"--family-recipes: unknown recipe {recipe!r} for {family}; "
+                         f"choose from {list(RECIPES)}")
+        recipes[family] = recipe
+    return recipes
+
+
 # ---- the command's settings -----------------------------------------------------------------
+
+
+def recipe_of(args, model):
+    """The train_wmt --recipe of `model`'s family."""
+    from keras_attn_zoo.models import LEADERBOARD_MODELS
+
+    builder, _ = LEADERBOARD_MODELS[model]
+    return args.family_recipes[BUILDER_FAMILIES.get(builder, "transformer")]
 
 
 def cell_config(args, model, seed):
@@ -212,7 +253,7 @@ def cell_config(args, model, seed):
     argv = ["--model", builder, "--model-options", model_options, "--preset", args.preset,
             "--seed", str(seed), "--output-dir", str(cell_dir(args.output_dir, model, seed)),
             "--name", f"leaderboard-{model}-seed{seed}", "--no-export", "--quiet",
-            *budget, *VARIANT_FLAGS.get(model, []), *args.passthrough]
+            "--recipe", recipe_of(args, model), *budget, *VARIANT_FLAGS.get(model, []), *args.passthrough]
     return parse_train_args(argv)
 
 
@@ -227,6 +268,7 @@ def leaderboard_of(args):
     return Leaderboard(
         output_dir=args.output_dir, results_dir=args.results_dir,
         config_of=lambda model, seed: cell_config(args, model, seed),
+        recipe_of=lambda model: recipe_of(args, model),
         models=args.models, seeds=args.seeds, protocol=args.protocol, steps=args.steps,
         cap_minutes=args.cap_minutes, budget=args.budget, decode_batch=args.decode_batch,
         decode_beam=args.decode_beam, decode_repeats=args.decode_repeats,

@@ -116,7 +116,7 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
         hypotheses = gzip.decompress((results / model / f"seed{seed}" / "hypotheses.txt.gz"
                                       ).read_bytes())
         assert len(hypotheses.decode("utf-8").split("\n")[:-1]) == cell["test_pairs"] == 8
-        assert cell["seed"] == seed and cell["params"] > 0
+        assert cell["seed"] == seed and cell["params"] > 0 and cell["recipe"] == "default"
         # Why it stopped: converged before the cap, or at the cap and said so.
         assert cell["protocol"] == "converge" and cell["caps"] == {"steps": 4, "minutes": 30}
         assert cell["stop_reason"] in ("converged", "max_steps")
@@ -157,6 +157,7 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
         assert (results / name).stat().st_size > 0
     section = trained["leaderboard.md"]
     assert "| transformer | " in section and "| RNNsearch | " in section
+    assert "recipe `default` for every model" in section
     text = trained["../README.md"]
     assert "stale section" not in text and text.endswith("<!-- leaderboard:end -->\n\nafter\n")
     table = [line for line in section.splitlines() if line.startswith("| ")]
@@ -286,6 +287,23 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
     assert leaderboard.cell_config(fixed, "GMM", 0).time_budget_minutes is None
     with pytest.raises(SystemExit):
         leaderboard.parse_args(["--budget-minutes", "5"])  # converge caps with --cap-minutes
+
+    # Each family trains with its own recipe (train_wmt's --recipe); flags given win.
+    assert config.vocab_size == 8000 and config.word_dropout == 0.0
+    families = leaderboard.parse_args(["--family-recipes", "transformer=low-resource",
+                                       "--results-dir", str(tmp_path / "r")])
+    ran = leaderboard.cell_config(families, "RAN-E", 0)
+    assert (ran.vocab_size, ran.word_dropout) == (4000, 0.1)
+    assert "dropout=0.3" in ran.model_options and "apply_to=encoder" in ran.model_options
+    assert leaderboard.cell_config(families, "RNNsearch", 0).vocab_size == 8000
+    assert leaderboard.leaderboard_of(families).recipe_of("weighted-port") == "low-resource"
+    given = leaderboard.parse_args(["--family-recipes", "transformer=low-resource",
+                                    "--vocab-size", "6000"])
+    assert leaderboard.cell_config(given, "GMM", 0).vocab_size == 6000
+    for wrong in (["--family-recipes", "lstm=default"],
+                  ["--family-recipes", "eager=low-resourse"], ["--recipe", "low-resource"]):
+        with pytest.raises(SystemExit):
+            leaderboard.parse_args(wrong)
     # The gold links live beside the tables' directories, named by data and pairs.
     pairs = [("a b", "c d"), ("e", "f")]
     path = cells.gold_links_path(args.results_dir, config, pairs)

@@ -151,7 +151,15 @@ def settings_of(cells):
     """What every cell shared (preset, budget, data, beam), from the cells themselves."""
     keys = ("preset", "budget", "data", "vocabulary", "beam_size", "length_penalty",
             "test_pairs", "decode_batch", "decode_beam")
-    return {key: sorted({str(c.get(key)) for c in cells}) for key in keys}
+    settings = {key: sorted({str(c.get(key)) for c in cells}) for key in keys}
+    # {recipe: its models}; the cells before per-family recipes all used "default".
+    recipes = {}
+    for cell in cells:
+        models = recipes.setdefault(cell.get("recipe") or "default", [])
+        if cell["model"] not in models:
+            models.append(cell["model"])
+    settings["recipes"] = recipes
+    return settings
 
 
 def machines_of(cells):
@@ -272,10 +280,15 @@ def section_markdown(rows, verdicts, forms, settings, machines, files, source, i
             speed += (f", load average {machines['load_average_at_start'][0]}-"
                       f"{machines['load_average_at_start'][1]} at the start of a cell")
         speed += "."
+    recipes = settings.get("recipes") or {}
+    recipe = (f"recipe `{next(iter(recipes))}` for every model" if len(recipes) <= 1 else
+              "recipes " + "; ".join(f"`{name}` ({', '.join(models)})"
+                                     for name, models in recipes.items()))
+    vocabularies = "one for all" if len(settings["vocabulary"]) == 1 else "one per size"
     lines = [
-        f"Preset `{listed('preset')}`, budget {listed('budget')} per cell, data "
+        f"Preset `{listed('preset')}`, budget {listed('budget')} per cell, {recipe}, data "
         f"`{listed('data')}`, SentencePiece vocabulary `{listed('vocabulary')}` (sha256 "
-        f"prefix; one for all); test BLEU/chrF "
+        f"prefix; {vocabularies}); test BLEU/chrF "
         f"(sacreBLEU) on {listed('test_pairs')} sentences, beam {listed('beam_size')}; "
         f"mean ± standard deviation over seeds; Δ BLEU is the paired bootstrap against "
         f"the Transformer of the same seed (p Holm-adjusted over the table's per-seed "

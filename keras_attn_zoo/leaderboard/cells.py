@@ -1,8 +1,8 @@
 """A leaderboard cell: one (model, seed) trained, evaluated, timed and probed.
 
 The cell trains by `workflow.training_run` (the code behind
-`recipes/train_wmt.py`, with the same data, SentencePiece vocabulary, recipe and
-caps for every model), translates the whole test split with the run's
+`recipes/train_wmt.py`, with the same data and caps for every model and its
+family's recipe, one SentencePiece vocabulary per size), translates the whole test split with the run's
 `Translator`, times that search against its speed peers in one process
 (`evaluation.decoding_speed`), probes the model for its paper's claim
 (`evaluation.claims.probe_model`) and writes `<results-dir>/<model>/seed<N>/cell.json`
@@ -46,6 +46,8 @@ class Leaderboard:
         results_dir: the cells' files, translations and probes, the table and plots.
         config_of: `(model, seed) -> RunConfig` of a cell (the recipe parses it
             with train_wmt's own parser).
+        recipe_of: `model -> ` the name of its family's recipe (`workflow.RECIPES`),
+            as its cell records it.
         models: the `LEADERBOARD_MODELS` names to train, time or retime.
         seeds: their seeds.
         protocol: "converge" (early stopping under the caps) or "fixed" (a fixed
@@ -66,6 +68,7 @@ class Leaderboard:
     output_dir: pathlib.Path
     results_dir: pathlib.Path
     config_of: Callable
+    recipe_of: Callable = lambda model: "default"
     models: list = dataclasses.field(default_factory=list)
     seeds: list = dataclasses.field(default_factory=list)
     protocol: str = "converge"
@@ -137,7 +140,7 @@ def test_split(config, corpus=None):
 
 
 def shared_vocabulary(board, config):
-    """One SentencePiece model for every cell (trained once, then copied)."""
+    """One SentencePiece model for every cell of its size (trained once, then copied)."""
     from keras_attn_zoo.data.vocabulary import train_sentencepiece
     from keras_attn_zoo.workflow import load_corpus
 
@@ -354,7 +357,8 @@ def run_cell(board, model, seed):
     started = time.monotonic()
     results = train_cell(board, config)
     cell = {"model": model, "builder": config.model, "model_options": config.builder_options,
-            "seed": seed, "preset": config.preset, "budget": board.budget,
+            "seed": seed, "preset": config.preset, "recipe": board.recipe_of(model),
+            "budget": board.budget,
             "protocol": board.protocol,
             "caps": ({"steps": board.steps, "minutes": board.cap_minutes}
                      if board.protocol == "converge" else None),
