@@ -103,6 +103,11 @@ CELLS = {
     # the other direction of dropout and a faster learning rate.
     "dropout-0.0": {"model_options": "dropout=0.0"},
     "learning-rate-3e-3": {"learning_rate": 3e-3},
+    # The RNN families' grid (issue 33; with --base model=...): their papers train
+    # slower, at 5e-4 (the RNNsearch seed study's Adam), where the Transformer's
+    # recipe takes 2e-3.
+    "learning-rate-1e-3": {"learning_rate": 1e-3},
+    "learning-rate-5e-4": {"learning_rate": 5e-4},
     "attention+activation-dropout-0.1": {
         "model_options": "attention_dropout=0.1;activation_dropout=0.1"},
     "label-smoothing-0.2": {"label_smoothing": 0.2},
