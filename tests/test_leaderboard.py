@@ -116,7 +116,8 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
         hypotheses = gzip.decompress((results / model / f"seed{seed}" / "hypotheses.txt.gz"
                                       ).read_bytes())
         assert len(hypotheses.decode("utf-8").split("\n")[:-1]) == cell["test_pairs"] == 8
-        assert cell["seed"] == seed and cell["params"] > 0 and cell["recipe"] == "default"
+        assert cell["seed"] == seed and cell["params"] > 0
+        assert cell["recipe"] == ("default" if model == "RNNsearch" else "low-resource")
         # Why it stopped: converged before the cap, or at the cap and said so.
         assert cell["protocol"] == "converge" and cell["caps"] == {"steps": 4, "minutes": 30}
         assert cell["stop_reason"] in ("converged", "max_steps")
@@ -157,7 +158,7 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
         assert (results / name).stat().st_size > 0
     section = trained["leaderboard.md"]
     assert "| transformer | " in section and "| RNNsearch | " in section
-    assert "recipe `default` for every model" in section
+    assert "`low-resource` (transformer)" in section and "`default` (RNNsearch)" in section
     text = trained["../README.md"]
     assert "stale section" not in text and text.endswith("<!-- leaderboard:end -->\n\nafter\n")
     table = [line for line in section.splitlines() if line.startswith("| ")]
@@ -275,12 +276,12 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
     monkeypatch.syspath_prepend(str(REPO / "recipes"))  # it imports train_wmt
     leaderboard = load_recipe("leaderboard")
     args = leaderboard.parse_args(["--results-dir", str(tmp_path / "r")])
-    assert args.protocol == "converge" and (args.steps, args.cap_minutes) == (12000, 240.0)
+    assert args.protocol == "converge" and (args.steps, args.cap_minutes) == (24000, 240.0)
     config = leaderboard.cell_config(args, "RNNsearch", 1)
     # Every model gets both caps and early stopping on the valid split.
-    assert (config.max_steps, config.time_budget_minutes) == (12000, 240.0)
+    assert (config.max_steps, config.time_budget_minutes) == (24000, 240.0)
     assert config.valid_every > 0 and config.patience > 0
-    assert str(args.output_dir).endswith("small-converge-12000steps-240min")
+    assert str(args.output_dir).endswith("small-converge-24000steps-240min")
     # The committed table's protocol and directory.
     fixed = leaderboard.parse_args(["--protocol", "fixed"])
     assert fixed.steps == 2000 and fixed.results_dir.name == "small-2000steps"
@@ -290,16 +291,15 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
 
     # Each family trains with its own recipe (train_wmt's --recipe); flags given win.
     assert config.vocab_size == 8000 and config.word_dropout == 0.0
-    families = leaderboard.parse_args(["--family-recipes", "transformer=low-resource",
-                                       "--results-dir", str(tmp_path / "r")])
-    ran = leaderboard.cell_config(families, "RAN-E", 0)
+    ran = leaderboard.cell_config(args, "RAN-E", 0)
     assert (ran.vocab_size, ran.word_dropout) == (4000, 0.1)
     assert "dropout=0.3" in ran.model_options and "apply_to=encoder" in ran.model_options
-    assert leaderboard.cell_config(families, "RNNsearch", 0).vocab_size == 8000
-    assert leaderboard.leaderboard_of(families).recipe_of("weighted-port") == "low-resource"
-    given = leaderboard.parse_args(["--family-recipes", "transformer=low-resource",
-                                    "--vocab-size", "6000"])
+    assert leaderboard.leaderboard_of(args).recipe_of("weighted-port") == "low-resource"
+    given = leaderboard.parse_args(["--vocab-size", "6000"])
     assert leaderboard.cell_config(given, "GMM", 0).vocab_size == 6000
+    chosen = leaderboard.parse_args(["--family-recipes", "transformer=default,eager=low-resource"])
+    assert leaderboard.cell_config(chosen, "GMM", 0).vocab_size == 8000
+    assert leaderboard.cell_config(chosen, "eager", 0).word_dropout == 0.1
     for wrong in (["--family-recipes", "lstm=default"],
                   ["--family-recipes", "eager=low-resourse"], ["--recipe", "low-resource"]):
         with pytest.raises(SystemExit):
@@ -369,10 +369,11 @@ def test_the_weighted_forms_are_models_of_the_board(tmp_path, monkeypatch):
     # Each form's cell builds the model of its WEIGHTED_VARIANTS options, booleans
     # included (a Python `True` written as text would reach the builder as "True").
     config = recipe.cell_config(args, "weighted-port", 0)
-    options = parse_model_options(config.model_options)
-    assert options == WEIGHTED_VARIANTS["port"] and options["branch_residual_norm"] is True
+    options = parse_model_options(config.model_options)  # with the family recipe's
+    assert {key: options[key] for key in WEIGHTED_VARIANTS["port"]} == WEIGHTED_VARIANTS["port"]
+    assert options["branch_residual_norm"] is True
     layers = branched_layers(build_model(config.model, 64, preset="tiny", **options))
     assert layers and all(layer.branch_residual_norm for layer in layers.values())
-    assert recipe.cell_config(args, "weighted", 0).model_options == ""
+    assert "weight_gain" not in recipe.cell_config(args, "weighted", 0).model_options
     with pytest.raises(SystemExit):
         recipe.parse_args(["--models", "weighted-unknown"])

@@ -544,3 +544,26 @@ def test_port_schedule_warms_up_faster_then_matches():
     optimizer = BranchWeightAdam(main, branch_weight_learning_rate=branch)
     clone = BranchWeightAdam.from_config(optimizer.get_config())
     assert float(clone.branch_weight_learning_rate(399)) == pytest.approx(float(branch(399)))
+
+
+def test_activation_dropout_reaches_the_branch_feed_forward_networks():
+    # The recipes' activation_dropout acts on every FFN; by default no block keeps one.
+    model = weighted_transformer(64, preset="tiny", activation_dropout=0.1)
+    assert {layer.feed_forward_dropout for layer in branched_layers(model).values()} == {0.1}
+    given = weighted_transformer(64, preset="tiny", activation_dropout=0.1, attention_options={
+        "branched_weighted": {"branch_feed_forward_dropout": 0.2}})
+    assert {layer.feed_forward_dropout for layer in branched_layers(given).values()} == {0.2}
+    # Branched decoder self-attention only: the encoder's blocks keep their FFN and
+    # their activation dropout beside the branches'.
+    decoder_only = weighted_transformer(64, preset="tiny", activation_dropout=0.1,
+                                        branched_slots=("decoder_self",))
+    assert decoder_only.get_config()["activation_dropout"] == 0.1
+    # It acts: in training, two calls differ only through it.
+    inputs = {"source_ids": np.array([[5, 6, 7, 3]], "int32"),
+              "target_ids": np.array([[2, 8, 9]], "int32")}
+    for rate, differs in ((0.0, False), (0.5, True)):
+        keras.utils.set_random_seed(0)
+        quiet = weighted_transformer(64, preset="tiny", dropout=0.0, attention_dropout=0.0,
+                                     activation_dropout=rate)
+        first, second = (np.asarray(quiet(inputs, training=True)) for _ in range(2))
+        assert (np.abs(first - second).max() > 1e-4) == differs

@@ -259,6 +259,10 @@ def weighted_transformer(
         **overrides: any other `Seq2SeqTransformer` argument; the slot kinds
             are set through `branched_slots`. Entries of `attention_options`
             given here win over the keyword arguments above.
+            `activation_dropout` (the low-resource recipe's) acts on every
+            FFN: the branch FFNs' activations (the kind's
+            `branch_feed_forward_dropout`, unless given) and the blocks' FFNs
+            where a block keeps one.
 
     Returns:
         A `Seq2SeqTransformer`; `weighted_branch_weights(model)` reads κ/α.
@@ -281,7 +285,14 @@ def weighted_transformer(
     config = resolve_preset(TRANSFORMER_PRESETS, preset, overrides, MODEL_ARGUMENTS)
     for slot, argument in _SLOT_ARGUMENTS.items():
         config[argument] = KIND if slot in branched_slots else "multi_head"
+    # `activation_dropout` (the recipes' dropout on FFN activations) acts on
+    # every FFN: the branch FFNs, unless `branch_feed_forward_dropout` is given,
+    # and the blocks' own where a block keeps one.
+    activation_dropout = config.get("activation_dropout") or 0.0
+    if ENCODER_SELF in branched_slots and {DECODER_SELF, CROSS} & set(branched_slots):
+        config["activation_dropout"] = 0.0  # no block keeps an FFN
     config = with_kind_options(config, KIND, {
+        "branch_feed_forward_dropout": activation_dropout,
         # Stored as a keyword, not None, so the saved config names its width.
         "branch_intermediate_dim": (DEFAULT_BRANCH_INTERMEDIATE_DIM
                                     if branch_intermediate_dim is None
