@@ -120,10 +120,17 @@ def test_dropout_options_reach_every_seq2seq_transformer_builder(builder):
 
 
 def test_activation_dropout_without_feed_forward_networks_is_refused():
+    from keras_attn_zoo.models import Seq2SeqTransformer
+    from keras_attn_zoo.models import TRANSFORMER_PRESETS
     from keras_attn_zoo.models import weighted_transformer
 
+    # Blocks whose slots all replace their FFN (the branched kind) have none to drop
+    # in; the Weighted builder routes it to the branch FFNs (tests/test_weighted.py).
     with pytest.raises(ValueError, match="activation_dropout=0.1 acts on the blocks'"):
-        weighted_transformer(40, preset="tiny", activation_dropout=0.1)
+        Seq2SeqTransformer(40, **TRANSFORMER_PRESETS["tiny"], activation_dropout=0.1,
+                           encoder_self_attention="branched_weighted",
+                           cross_attention="branched_weighted")
+    assert weighted_transformer(40, preset="tiny", activation_dropout=0.1) is not None
 
 
 def test_activation_dropout_drops_activations_in_training_only():
