@@ -22,7 +22,6 @@ import argparse
 import json
 import pathlib
 import sys
-import time
 
 import common
 
@@ -34,38 +33,13 @@ from keras_attn_zoo.runtime import start_tensorflow  # noqa: E402
 start_tensorflow()
 
 import keras  # noqa: E402
-import sacrebleu  # noqa: E402
 
 from keras_attn_zoo import data as zoo_data  # noqa: E402
 from keras_attn_zoo import models  # noqa: E402, F401 (registers the classes a .keras file names)
 from keras_attn_zoo.data.vocabulary import load_tokenizer  # noqa: E402
-from keras_attn_zoo.evaluation.scores import corpus_scores  # noqa: E402
+from keras_attn_zoo.evaluation.scores import best_setting  # noqa: E402
+from keras_attn_zoo.evaluation.scores import search_grid  # noqa: E402
 from keras_attn_zoo import workflow  # noqa: E402
-
-
-def length_ratio(hypotheses, references):
-    """sacreBLEU's hypothesis / reference length (13a words), as in its brevity penalty."""
-    score = sacrebleu.metrics.BLEU().corpus_score(hypotheses, [references])
-    return round(score.sys_len / max(score.ref_len, 1), 4)
-
-
-def sweep(translator, sources, references, beam_sizes, length_penalties):
-    """One row per (beam, length penalty); greedy (beam 1) once, its penalty unused."""
-    rows = []
-    for beam in beam_sizes:
-        for penalty in ([0.0] if beam == 1 else length_penalties):
-            started = time.monotonic()
-            hypotheses = translator.translate_texts(sources, beam_size=beam,
-                                                    length_penalty=penalty)
-            seconds = time.monotonic() - started
-            scores = corpus_scores(hypotheses, references)
-            row = {"beam_size": beam, "length_penalty": penalty, "bleu": scores["bleu"],
-                   "chrf": scores["chrf"],
-                   "length_ratio": length_ratio(hypotheses, references),
-                   "seconds": round(seconds, 1)}
-            rows.append(row)
-            print(json.dumps(row), flush=True)
-    return rows
 
 
 def main(argv=None):
@@ -94,9 +68,9 @@ def main(argv=None):
     translator = workflow.run_translator(workflow.RunConfig(), model,
                                          load_tokenizer(args.vocab))
     valid = zoo_data.load_pairs(args.data, "valid", args.direction)[: args.limit]
-    sources, references = [s for s, _ in valid], [t for _, t in valid]
-    rows = sweep(translator, sources, references, args.beam_sizes, args.length_penalties)
-    best = max(rows, key=lambda row: (row["bleu"], row["chrf"]))
+    rows = search_grid(translator, valid, args.beam_sizes, args.length_penalties,
+                       log=lambda row: print(json.dumps(row), flush=True))
+    best = best_setting(rows)
     print(f"best on {len(valid)} valid pairs: beam {best['beam_size']}, length penalty "
           f"{best['length_penalty']}: BLEU {best['bleu']}, chrF {best['chrf']}")
     name = "beam_settings" + (f"-{args.tag}" if args.tag else "")

@@ -85,6 +85,13 @@ def test_a_cell_writes_its_result_scored_on_the_valid_split_only(one_cell, corpu
     assert result["stop_reason"] == "max_steps" and result["converged"] is False
     assert result["early_stopping"]["valid_pairs"] == 6
     assert result["best_step"] in (1, 2, 3) and result["max_steps"] == 3
+    # The best checkpoint is also scored at each search of the grid, on valid only;
+    # the recipe's own search (beam 4, penalty 0.6) gives the same score again.
+    grid = {(row["beam_size"], row["length_penalty"]): row
+            for row in result["valid_search_grid"]}
+    assert list(grid) == [(1, 0.0), (4, 0.6), (4, 1.0), (8, 0.6), (8, 1.0)]
+    assert grid[4, 0.6]["bleu"] == result["valid"]["bleu"]
+    assert all(row["length_ratio"] > 0 for row in grid.values())
     # The preset's schedule, as train_wmt.py applies it.
     assert (result["config"]["learning_rate"], result["config"]["warmup_steps"]) == \
         TRAIN_WMT.SCHEDULE_DEFAULTS["tiny"]
@@ -151,9 +158,11 @@ def fake_result(cell, bleu, chrf, change, seconds=600.0):
 def test_table_and_plot_from_the_result_files_alone(tmp_path):
     results = tmp_path / "results"
     results.mkdir()
+    grid = [{"beam_size": beam, "length_penalty": penalty, "bleu": bleu, "chrf": 40.0}
+            for beam, penalty, bleu in ((1, 0.0, 12.0), (4, 0.6, 12.5), (8, 1.0, 13.1))]
     (results / "vocab-4000-seed0-3000steps.json").write_text(json.dumps(
         dict(fake_result("vocab-4000", 12.5, 40.0, "vocab_size=4000", seconds=540.0),
-             stop_reason="converged", best_step=2500)))
+             stop_reason="converged", best_step=2500, valid_search_grid=grid)))
     (results / "default-seed0-3000steps.json").write_text(json.dumps(
         fake_result("default", 10.0, 38.25, "(default)")))
     (results / "default-seed0-3000steps.test.json").write_text(json.dumps(
@@ -164,9 +173,9 @@ def test_table_and_plot_from_the_result_files_alone(tmp_path):
                                "train tok/s | matmul GFLOP/s | dev BLEU")
     # A result from before early stopping says it trained a fixed number of steps.
     assert lines[2] == ("| default | (default) | 3000 | - | fixed steps | 10.0 | 1234 | 101.5 "
-                        "| 10.00 | 38.25 | +0.00 |")
+                        "| 10.00 | 38.25 | +0.00 | - |")
     assert lines[3] == ("| vocab-4000 | vocab_size=4000 | 3000 | 2500 | converged | 9.0 | 1234 "
-                        "| 101.5 | 12.50 | 40.00 | +2.50 |")
+                        "| 101.5 | 12.50 | 40.00 | +2.50 | 8 / 1.0: 13.10 |")
     assert len([line for line in lines if line.startswith("| ")]) == 3  # no test row
     assert "smooth:exp" in lines[-1]
     png = (results / "learning_curves.png").read_bytes()

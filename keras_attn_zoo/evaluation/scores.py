@@ -11,7 +11,9 @@ def corpus_scores(hypotheses, references):
     report sacreBLEU. The signatures say exactly what was computed.
 
     Returns:
-        dict with `bleu`, `chrf`, `sacrebleu_signature`, `chrf_signature`.
+        dict with `bleu`, `chrf`, `length_ratio` (hypothesis over reference
+        13a words, as in BLEU's brevity penalty), `sacrebleu_signature`,
+        `chrf_signature`.
     """
     hypotheses, references = list(hypotheses), list(references)
     if len(hypotheses) != len(references):
@@ -25,6 +27,38 @@ def corpus_scores(hypotheses, references):
     return {
         "bleu": round(bleu_score.score, 2),
         "chrf": round(chrf_score.score, 2),
+        "length_ratio": round(bleu_score.sys_len / max(bleu_score.ref_len, 1), 4),
         "sacrebleu_signature": str(bleu.get_signature()),
         "chrf_signature": str(chrf.get_signature()),
     }
+
+
+def search_grid(translator, pairs, beam_sizes, length_penalties, log=None):
+    """BLEU, chrF and length ratio of `translator`'s search on `pairs` at each beam
+    size and length penalty: one row per setting, greedy (beam 1) once with its
+    penalty unused, each with its `seconds` (a setting's first call includes its
+    tracing). Settings are chosen on the valid split with it; `log(row)` sees each
+    row as it is scored."""
+    import time
+
+    sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    rows = []
+    for beam in beam_sizes:
+        for penalty in ([0.0] if beam == 1 else length_penalties):
+            started = time.monotonic()
+            hypotheses = translator.translate_texts(sources, beam_size=beam,
+                                                    length_penalty=penalty)
+            seconds = time.monotonic() - started
+            scores = corpus_scores(hypotheses, references)
+            row = {"beam_size": beam, "length_penalty": penalty,
+                   **{key: scores[key] for key in ("bleu", "chrf", "length_ratio")},
+                   "seconds": round(seconds, 1)}
+            rows.append(row)
+            if log is not None:
+                log(row)
+    return rows
+
+
+def best_setting(rows):
+    """The row of `search_grid` with the best BLEU (chrF breaks ties)."""
+    return max(rows, key=lambda row: (row["bleu"], row["chrf"]))
