@@ -3,7 +3,9 @@
 * `MovingAverageWarmup`, an optimiser mixin whose weight EMA (Keras'
   `use_ema`) warms up, and `Adam`, the Adam the recipes train with;
 * `InverseSquareRootSchedule`, their learning-rate schedule (here, at a low
-  rank, so that evaluation's κ/α null can replay it).
+  rank, so that evaluation's κ/α null can replay it), and
+  `PlateauHalvingSchedule`, the eager translator paper's: constant, halved
+  when the valid score stops improving.
 
 Low level: imports only Keras, so the models (the Weighted Transformer's κ/α
 optimiser, `models.weighted_optimizer`, builds on it) can use it.
@@ -150,3 +152,53 @@ class InverseSquareRootSchedule(keras.optimizers.schedules.LearningRateSchedule)
             "peak_learning_rate": self.peak_learning_rate,
             "warmup_steps": self.warmup_steps,
         }
+
+
+class PlateauHalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
+    """Linear warm-up to `peak_learning_rate`, then constant, times `factor` for
+    every valid evaluation that did not improve on the best before it.
+
+    The eager translator paper's SGD (Press & Smith, 2018: start at 20, halve
+    the rate when the validation score does not improve). The count lives in
+    `halvings`, a variable that early stopping sets from its evaluations
+    (`training.early_stopping`), so a resumed run recovers it from its saved
+    early-stopping state rather than from a checkpoint.
+
+    Args:
+        peak_learning_rate: rate after warm-up, before any halving.
+        warmup_steps: linear warm-up length (0: none).
+        factor: the rate's multiplier per evaluation without a gain (0.5).
+    """
+
+    def __init__(self, peak_learning_rate=1.0, warmup_steps=0, factor=0.5):
+        if not 0.0 < factor <= 1.0:
+            raise ValueError(f"factor must be in (0, 1], got {factor}.")
+        self.peak_learning_rate = peak_learning_rate
+        self.warmup_steps = warmup_steps
+        self.factor = factor
+        self.halvings = keras.Variable(0.0, dtype="float32", trainable=False,
+                                       name="learning_rate_halvings")
+
+    def set_halvings(self, count):
+        """The number of evaluations without a gain so far."""
+        self.halvings.assign(float(count))
+
+    def __call__(self, step):
+        step = ops.cast(step, "float32") + 1.0
+        warmup = ops.minimum(step / float(max(self.warmup_steps, 1)), 1.0)
+        return (self.peak_learning_rate * warmup
+                * ops.power(ops.convert_to_tensor(self.factor, "float32"), self.halvings))
+
+    def get_config(self):
+        return {"peak_learning_rate": self.peak_learning_rate,
+                "warmup_steps": self.warmup_steps, "factor": self.factor}
+
+
+def plateau_schedule(optimizer):
+    """The `PlateauHalvingSchedule` an optimizer (or the one it wraps) follows, or None."""
+    while optimizer is not None:
+        schedule = getattr(optimizer, "_learning_rate", None)
+        if isinstance(schedule, PlateauHalvingSchedule):
+            return schedule
+        optimizer = getattr(optimizer, "inner_optimizer", None)
+    return None

@@ -60,6 +60,7 @@ from keras_attn_zoo.models import build_model
 from keras_attn_zoo.models import extra_token_count
 from keras_attn_zoo.models import parse_model_options
 from keras_attn_zoo.optimizers import Adam
+from keras_attn_zoo.optimizers import PlateauHalvingSchedule
 from keras_attn_zoo.training import InverseSquareRootSchedule
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training.trainer import resolve_jit_compile
@@ -89,6 +90,12 @@ RECIPES = {
     "default": {},
     "low-resource": {"vocab_size": 4000, "word_dropout": 0.1, "model_options":
                      "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"},
+    # The eager translator paper's optimisation (Press & Smith, 2018, after
+    # AWD-LSTM): plain SGD from 20, halved when the valid score does not improve
+    # (the paper checks every 6,500 updates; here at every early-stopping
+    # evaluation). A candidate of that family's grid (issue 33).
+    "eager-paper": {"optimizer": "sgd", "learning_rate": 20.0, "warmup_steps": 0,
+                    "schedule": "plateau-halving"},
 }
 
 
@@ -127,6 +134,11 @@ class RunConfig:
     vocab_size: int = 8000
     learning_rate: float = 1e-3
     warmup_steps: int = 1000
+    # "adam" (the recipes', beta 0.9/0.98) or "sgd" (plain, the eager paper's);
+    # schedule "inverse-sqrt" or "plateau-halving" (constant after warm-up,
+    # halved at each valid evaluation without a gain; needs early stopping).
+    optimizer: str = "adam"
+    schedule: str = "inverse-sqrt"
     label_smoothing: float = 0.1
     strategy: str = "auto"
     mixed_precision: str = "none"
@@ -210,7 +222,7 @@ class Corpus:
 RUN_IDENTITY_FIELDS = (
     "model", "preset", "model_options", "data", "direction", "sentence_repeats",
     "train_src", "train_tgt", "vocab_size", "max_length", "batch_tokens", "learning_rate",
-    "warmup_steps", "label_smoothing", "mixed_precision", "seed", "word_dropout",
+    "warmup_steps", "optimizer", "schedule", "label_smoothing", "mixed_precision", "seed", "word_dropout",
     "ema_momentum", "aligned_batching")
 RUN_IDENTITY_FILE = "run_identity.json"
 
@@ -414,6 +426,28 @@ def build_for_vocabulary(config, pieces):
     return model
 
 
+OPTIMIZERS = ("adam", "sgd")
+SCHEDULES = ("inverse-sqrt", "plateau-halving")
+
+
+def make_optimizer(config, ema):
+    """The run's optimizer and learning-rate schedule (`optimizer`, `schedule`)."""
+    if config.schedule == "plateau-halving":
+        if not config.valid_every:
+            raise SystemExit("--schedule plateau-halving halves the rate at the valid "
+                             "evaluations: it needs early stopping (--valid-every >= 1).")
+        schedule = PlateauHalvingSchedule(config.learning_rate, config.warmup_steps)
+    elif config.schedule == "inverse-sqrt":
+        schedule = InverseSquareRootSchedule(config.learning_rate, config.warmup_steps)
+    else:
+        raise SystemExit(f"--schedule must be one of {SCHEDULES}, got {config.schedule!r}.")
+    if config.optimizer == "sgd":
+        return keras.optimizers.SGD(schedule, **ema)
+    if config.optimizer != "adam":
+        raise SystemExit(f"--optimizer must be one of {OPTIMIZERS}, got {config.optimizer!r}.")
+    return Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=None, **ema)
+
+
 def build(config, tokenizer, strategy):
     """The model and its optimizer, in `strategy`'s scope.
 
@@ -427,10 +461,7 @@ def build(config, tokenizer, strategy):
     ema = dict(use_ema=True, ema_momentum=config.ema_momentum) if config.ema_momentum else {}
     with strategy.scope():
         model = build_for_vocabulary(config, vocabulary_size(tokenizer))
-        optimizer = model.wrap_optimizer(Adam(
-            InverseSquareRootSchedule(config.learning_rate, config.warmup_steps),
-            beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=None, **ema,
-        ))
+        optimizer = model.wrap_optimizer(make_optimizer(config, ema))
         if config.mixed_precision == "fp16":
             optimizer = keras.optimizers.LossScaleOptimizer(optimizer)
     print(f"model: {config.model} preset {config.preset}, {model.count_params():,} parameters")

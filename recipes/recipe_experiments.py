@@ -116,6 +116,8 @@ CELLS = {
     # recipe takes 2e-3.
     "learning-rate-1e-3": {"learning_rate": 1e-3},
     "learning-rate-5e-4": {"learning_rate": 5e-4},
+    # The eager translator's own optimisation (train_wmt --recipe eager-paper).
+    "eager-paper": workflow.RECIPES["eager-paper"],
     "attention+activation-dropout-0.1": {
         "model_options": "attention_dropout=0.1;activation_dropout=0.1"},
     "label-smoothing-0.2": {"label_smoothing": 0.2},

@@ -33,6 +33,8 @@ start_tensorflow()  # before the workflow imports TensorFlow: no start-up noise
 from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE  # noqa: E402
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY  # noqa: E402
 from keras_attn_zoo.workflow import RECIPES  # noqa: E402
+from keras_attn_zoo.workflow import OPTIMIZERS  # noqa: E402
+from keras_attn_zoo.workflow import SCHEDULES  # noqa: E402
 from keras_attn_zoo.workflow import RunConfig  # noqa: E402
 from keras_attn_zoo.workflow import join_model_options  # noqa: E402
 from keras_attn_zoo.workflow import load_average  # noqa: E402
@@ -60,7 +62,10 @@ def parse_args(argv=None):
                         "low-resource: --vocab-size 4000 --word-dropout 0.1 and "
                         "--model-options 'dropout=0.3;attention_dropout=0.1;"
                         "activation_dropout=0.1' (Transformer family), the better "
-                        "recipe at convergence; flags given beside it win, and "
+                        "recipe at convergence. eager-paper: --optimizer sgd "
+                        "--learning-rate 20 --warmup-steps 0 --schedule "
+                        "plateau-halving (Press & Smith 2018). Flags given beside "
+                        "it win, and "
                         "--model-options adds to its options. A run of a named "
                         "recipe is called <model>-<preset>-<data>-<direction>-<recipe> "
                         "unless --name says otherwise")
@@ -104,6 +109,13 @@ def parse_args(argv=None):
                         "SCHEDULE_DEFAULTS)")
     p.add_argument("--warmup-steps", type=int,
                    help="warm-up steps (default: by preset, see SCHEDULE_DEFAULTS)")
+    p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
+                   help="adam (beta 0.9/0.98; default) or sgd (plain SGD, the eager "
+                        "translator paper's)")
+    p.add_argument("--schedule", choices=SCHEDULES, default="inverse-sqrt",
+                   help="inverse-sqrt (warm-up, then 1/sqrt(step); default) or "
+                        "plateau-halving (warm-up, then constant, halved at every valid "
+                        "evaluation without a gain; needs --valid-every)")
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--strategy", default="auto",
                    help="auto | default | mirrored | multi_worker")

@@ -178,9 +178,11 @@ def test_a_resumed_plateau_run_keeps_its_patience_and_averages_its_best_checkpoi
 
 
 class ResumingTrainer:
-    """What `EarlyStopping.on_train_start` uses of a `Trainer`: `request_stop`."""
+    """What `EarlyStopping.on_train_start` uses of a `Trainer`: `request_stop`, and
+    `optimizer` (a plateau schedule's halvings; none here)."""
 
     stopped = None
+    optimizer = None
 
     def request_stop(self, reason):
         self.stopped = reason
@@ -273,3 +275,46 @@ def test_a_state_file_of_another_metric_is_refused(corpus_files, ema_run, tmp_pa
     with pytest.raises(ValueError, match="ranks checkpoints by 'bleu', this run by 'chrf'"):
         workflow.training_run(run_config(corpus_files, run_dir, "--patience", "1",
                                          "--ema-momentum", "0.9", "--valid-metric", "chrf"))
+
+
+def test_a_plateau_schedule_halves_the_rate_at_each_evaluation_without_gain(
+        corpus_files, tmp_path, monkeypatch):
+    """The eager paper's SGD: a constant rate, halved whenever a valid evaluation does
+    not improve (here every one after the first, `--min-improvement 100`); a resumed
+    run takes its halvings from the early-stopping state."""
+    from keras_attn_zoo.optimizers import plateau_schedule
+
+    made = []  # the runs' real optimizers, as workflow.build made them
+    make_optimizer = workflow.make_optimizer
+    monkeypatch.setattr(workflow, "make_optimizer",
+                        lambda config, ema: made.append(make_optimizer(config, ema)) or made[-1])
+
+    def rate():
+        return float(np.asarray(made[-1].learning_rate))
+
+    run_dir = tmp_path / "run"
+    flags = ("--optimizer", "sgd", "--schedule", "plateau-halving", "--learning-rate", "0.5",
+             "--warmup-steps", "0", "--patience", "5")
+    first = workflow.training_run(run_config(corpus_files, run_dir, *flags, steps=6))
+    assert [e["step"] for e in first["valid_curve"]] == [2, 4, 6]
+    assert isinstance(made[-1], keras.optimizers.SGD)
+    assert float(plateau_schedule(made[-1]).halvings.numpy()) == 2 and rate() == 0.125
+    # Resumed to step 7 (no evaluation in it): the evaluations at 4 and 6 had no
+    # gain, so it trains on at 0.5 / 4; a run that forgot them would be back at 0.5.
+    second = workflow.training_run(run_config(corpus_files, run_dir, *flags, steps=7))
+    assert second["resumed_from_step"] == 6 and second["steps"] == 7
+    assert rate() == 0.125
+    # The rule needs the evaluations it halves at.
+    with pytest.raises(SystemExit, match="needs early stopping"):
+        workflow.training_run(run_config(corpus_files, tmp_path / "other", *flags,
+                                         "--valid-every", "0", steps=2))
+
+
+def test_evaluations_without_gain_count_every_one_not_only_the_last_in_a_row():
+    from keras_attn_zoo.training.early_stopping import evaluations_since_best
+    from keras_attn_zoo.training.early_stopping import evaluations_without_gain
+
+    curve = [{"bleu": value} for value in (1.0, 2.0, 1.5, 3.0, 2.0, 2.5)]
+    assert evaluations_without_gain(curve, "bleu") == 3
+    assert evaluations_since_best(curve, "bleu") == 2
+    assert evaluations_without_gain(curve, "bleu", min_improvement=1.5) == 4

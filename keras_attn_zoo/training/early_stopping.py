@@ -38,6 +38,7 @@ import tensorflow as tf
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.training.callbacks import DevTranslationMonitor
 from keras_attn_zoo.files import write_atomically
+from keras_attn_zoo.optimizers import plateau_schedule
 
 METRICS = ("bleu", "chrf")
 STATE_FILE = "early_stopping.json"
@@ -51,6 +52,18 @@ def evaluations_since_best(evaluations, metric, min_improvement=0.0):
     for entry in evaluations:
         if best is None or entry[metric] > best + min_improvement:
             best, count = entry[metric], 0
+        else:
+            count += 1
+    return count
+
+
+def evaluations_without_gain(evaluations, metric, min_improvement=0.0):
+    """All the evaluations, not only the last in a row, that did not improve on the
+    best before them by `min_improvement`: the halvings of a plateau schedule."""
+    best, count = None, 0
+    for entry in evaluations:
+        if best is None or entry[metric] > best + min_improvement:
+            best = entry[metric]
         else:
             count += 1
     return count
@@ -196,8 +209,17 @@ class EarlyStopping(DevTranslationMonitor):
             self.evaluations = [e for e in state["evaluations"] if e["step"] <= step]
             self.kept = [s for s in state["kept"] if s <= step]
         self._remove_unkept()  # among them those written after `step`: trained again
+        self._follow_plateau(trainer)
         if self.converged:
             trainer.request_stop("converged")
+
+    def _follow_plateau(self, trainer):
+        """Sets a plateau schedule's halvings (`optimizers.PlateauHalvingSchedule`)
+        from the evaluations, the resumed session's included."""
+        schedule = plateau_schedule(trainer.optimizer)
+        if schedule is not None:
+            schedule.set_halvings(evaluations_without_gain(
+                self.evaluations, self.metric, self.min_improvement))
 
     # ---- the evaluation ------------------------------------------------------------
 
@@ -214,6 +236,7 @@ class EarlyStopping(DevTranslationMonitor):
                              if s in self.kept or s == step]
         self._save_state()
         self._remove_unkept()
+        self._follow_plateau(trainer)
         logs["valid_" + self.metric] = self.evaluations[-1][self.metric]
         logs["valid_best_step"] = self.best_step
         with trainer.writer.as_default(step=step):
