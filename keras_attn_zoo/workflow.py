@@ -222,8 +222,8 @@ class Corpus:
 RUN_IDENTITY_FIELDS = (
     "model", "preset", "model_options", "data", "direction", "sentence_repeats",
     "train_src", "train_tgt", "vocab_size", "max_length", "batch_tokens", "learning_rate",
-    "warmup_steps", "optimizer", "schedule", "label_smoothing", "mixed_precision", "seed", "word_dropout",
-    "ema_momentum", "aligned_batching")
+    "warmup_steps", "optimizer", "schedule", "label_smoothing", "mixed_precision", "seed",
+    "word_dropout", "ema_momentum", "aligned_batching")
 RUN_IDENTITY_FILE = "run_identity.json"
 
 

@@ -256,7 +256,8 @@ def cell_config(args, model, seed):
     argv = ["--model", builder, "--model-options", model_options, "--preset", args.preset,
             "--seed", str(seed), "--output-dir", str(cell_dir(args.output_dir, model, seed)),
             "--name", f"leaderboard-{model}-seed{seed}", "--no-export", "--quiet",
-            "--recipe", recipe_of(args, model), *budget, *VARIANT_FLAGS.get(model, []), *args.passthrough]
+            "--recipe", recipe_of(args, model), *budget, *VARIANT_FLAGS.get(model, []),
+            *args.passthrough]
     return parse_train_args(argv)
 
 

@@ -2,9 +2,9 @@
 
 The cell trains by `workflow.training_run` (the code behind
 `recipes/train_wmt.py`, with the same data and caps for every model and its
-family's recipe, one SentencePiece vocabulary per size), translates the whole test split with the run's
-`Translator`, times that search against its speed peers in one process
-(`evaluation.decoding_speed`), probes the model for its paper's claim
+family's recipe, one SentencePiece vocabulary per size), translates the whole
+test split with the run's `Translator`, times that search against its speed
+peers in one process (`evaluation.decoding_speed`), probes the model for its paper's claim
 (`evaluation.claims.probe_model`) and writes `<results-dir>/<model>/seed<N>/cell.json`
 with its translations beside it (`hypotheses.txt.gz`).
 """

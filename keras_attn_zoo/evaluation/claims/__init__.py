@@ -15,8 +15,9 @@ Two parts, and one module per paper:
 Model keys: a cell's ``"model"`` is its `models.LEADERBOARD_MODELS` name
 (transformer, RAN-E, RAN-D, RAN-ALL, GMM, weighted, HC-SA, Syn-R, RNNsearch,
 eager, and the Weighted Transformer's forms weighted-gain, ...; the paper's
-claims read "weighted", `weighted.forms_table` compares the forms); the RAN variants are one builder, `ran_transformer`, with
-``apply_to="encoder" | "decoder" | "all"``.
+claims read "weighted", `weighted.forms_table` compares the forms); the RAN
+variants are one builder, `ran_transformer`, with ``apply_to="encoder" |
+"decoder" | "all"``.
 
 How verdicts are reached (`engine.claim_verdicts` applies them in this order):
 

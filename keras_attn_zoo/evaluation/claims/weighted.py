@@ -257,7 +257,8 @@ def forms_markdown(forms):
         return text if std is None else f"{text} ± {std:.2f}"
 
     lines = ["| form | options | seeds (converged) | valid BLEU | test BLEU | "
-             "Δ BLEU vs Transformer | κ/α distance from uniform |", "|---|---|---|---|---|---|---|"]
+             "Δ BLEU vs Transformer | κ/α distance from uniform |",
+             "|---|---|---|---|---|---|---|"]
     for row in forms["rows"]:
         lines.append(
             f"| {row['model']} | `{row['model_options'] or '(the paper)'}` | "
