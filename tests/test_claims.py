@@ -652,6 +652,8 @@ def test_the_weighted_forms_choose_the_default_on_valid_converged_seeds_only():
     assert forms["chosen"] == "weighted-gain" and [r["model"] for r in forms["rows"]] == [
         "weighted", "weighted-gain"]
     assert forms["rows"][1]["valid_bleu"] == [6.0, 6.1, 6.2]
+    # Each form's own options, not the recipe's that every form shares.
+    assert [r["model_options"] for r in forms["rows"]] == ["", "weight_gain=branches"]
     assert "**weighted-gain**" in weighted.forms_markdown(forms)
     # A form with a cell at the cap, or with fewer than three seeds, leaves it open.
     for other in (form("weighted-port", 9.0, 9.0, stop="max_steps"),

@@ -219,7 +219,7 @@ def forms_table(cells):
               for c in own for name in ("kappa", "alpha")
               for layers in [(c.get("probes") or {}).get("branch_weights")] if layers]
         rows.append({
-            "model": model, "model_options": own[0].get("model_options") or "",
+            "model": model, "model_options": form_options(model),
             "seeds": [c["seed"] for c in own], "converged_seeds": [c["seed"] for c in done],
             "valid_bleu": rounded([c.get("best_valid_bleu") for c in own]),
             "test_bleu": rounded([c.get("bleu") for c in own]),
@@ -236,6 +236,15 @@ def forms_table(cells):
     chosen = max(ready, key=ready.get)
     return {"rows": rows, "chosen": chosen,
             "reason": f"the best mean valid BLEU over converged seeds ({ready[chosen]:.2f})"}
+
+
+def form_options(model):
+    """The builder options that make `model` its form (`models.LEADERBOARD_MODELS`),
+    without the recipe's, which every form shares; "" for the paper's."""
+    from keras_attn_zoo.models import LEADERBOARD_MODELS
+    from keras_attn_zoo.models import format_model_options
+
+    return format_model_options(LEADERBOARD_MODELS.get(model, (None, {}))[1])
 
 
 def value_of(cell, key):
