@@ -1,5 +1,7 @@
 """Corpus-level sacreBLEU and chrF on detokenised text."""
 
+import time
+
 import sacrebleu
 
 
@@ -39,8 +41,6 @@ def search_grid(translator, pairs, beam_sizes, length_penalties, log=None):
     penalty unused, each with its `seconds` (a setting's first call includes its
     tracing). Settings are chosen on the valid split with it; `log(row)` sees each
     row as it is scored."""
-    import time
-
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
     rows = []
     for beam in beam_sizes:

@@ -54,6 +54,7 @@ from keras_attn_zoo.models.attention_kinds import DECODER_SELF
 from keras_attn_zoo.models.attention_kinds import ENCODER_SELF
 from keras_attn_zoo.models.attention_kinds import SLOT_ARGUMENTS as _SLOT_ARGUMENTS
 from keras_attn_zoo.models.attention_kinds import SLOTS
+from keras_attn_zoo.models.attention_kinds import block_uses_feed_forward
 from keras_attn_zoo.models.attention_kinds import kind_options
 from keras_attn_zoo.models.attention_kinds import register_attention_kind
 from keras_attn_zoo.models.attention_kinds import reject_slot_overrides
@@ -289,7 +290,9 @@ def weighted_transformer(
     # every FFN: the branch FFNs, unless `branch_feed_forward_dropout` is given,
     # and the blocks' own where a block keeps one.
     activation_dropout = config.get("activation_dropout") or 0.0
-    if ENCODER_SELF in branched_slots and {DECODER_SELF, CROSS} & set(branched_slots):
+    blocks = ([ENCODER_SELF], [DECODER_SELF, CROSS])  # the slots of each stack's blocks
+    if not any(block_uses_feed_forward(config, [config[_SLOT_ARGUMENTS[slot]] for slot in slots])
+               for slots in blocks):
         config["activation_dropout"] = 0.0  # no block keeps an FFN
     config = with_kind_options(config, KIND, {
         "branch_feed_forward_dropout": activation_dropout,

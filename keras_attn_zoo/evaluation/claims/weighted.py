@@ -33,6 +33,7 @@ from keras_attn_zoo.evaluation.claims.engine import converged
 from keras_attn_zoo.evaluation.claims.engine import majority_verdict
 from keras_attn_zoo.evaluation.claims.engine import rounded
 from keras_attn_zoo.evaluation.claims.engine import spread
+from keras_attn_zoo.evaluation.claims.engine import value_at
 from keras_attn_zoo.evaluation.significance import ALPHA
 from keras_attn_zoo.evaluation.significance import mean_and_std
 
@@ -223,7 +224,8 @@ def forms_table(cells):
             "seeds": [c["seed"] for c in own], "converged_seeds": [c["seed"] for c in done],
             "valid_bleu": rounded([c.get("best_valid_bleu") for c in own]),
             "test_bleu": rounded([c.get("bleu") for c in own]),
-            "bleu_vs_transformer": rounded([value_of(c, "bleu_difference") for c in own]),
+            "bleu_vs_transformer": rounded([value_at(c, "versus_transformer.bleu_difference")
+                                            for c in own]),
             "kappa_alpha_tv": round(float(np.mean(tv)), 4) if tv else None})
         scores = [c["best_valid_bleu"] for c in done if c.get("best_valid_bleu") is not None]
         if len(scores) >= MIN_SEEDS:
@@ -245,11 +247,6 @@ def form_options(model):
     from keras_attn_zoo.models import format_model_options
 
     return format_model_options(LEADERBOARD_MODELS.get(model, (None, {}))[1])
-
-
-def value_of(cell, key):
-    """`cell["versus_transformer"][key]`, or None where the cell has no paired test."""
-    return (cell.get("versus_transformer") or {}).get(key)
 
 
 def forms_markdown(forms):
