@@ -140,6 +140,10 @@ CELLS = {
     "low-resource-ffn-512": _low_resource_model("intermediate_dim=512"),
     "low-resource-heads-2": _low_resource_model("num_heads=2"),
     "low-resource-d-128": _low_resource_model("model_dim=128;intermediate_dim=512"),
+    "low-resource-d-512": _low_resource_model("model_dim=512;intermediate_dim=2048"),
+    "low-resource-4-layers": _low_resource_model("num_encoder_layers=4;num_decoder_layers=4"),
+    "low-resource-dropout-0.2": _low_resource_model("dropout=0.2"),
+    "low-resource-learning-rate-1e-3": {**LOW_RESOURCE, "learning_rate": 1e-3},
     # The dictionary's 318,723 phrases (762,483 target words) beside the 15,942
     # sentences (132,775), each sentence 5 times an epoch: 47% of the target
     # words are sentences' (at 2,000 steps, all mixed in once, they crowded the

@@ -361,7 +361,17 @@ def _finished(out_dir, name):
     return path.exists() and json.loads(path.read_text())["ended"] == "max_steps"
 
 
+# XLA's kernel autotuning benchmarks candidate kernels while it compiles; off,
+# the default kernels run. Compilation was the screen's bottleneck: on an H200
+# (2026-11-28, through a second harness since removed) one small-model training
+# step took 63 s to compile alone, and twelve cells side by side reached no
+# evaluation in 575 s. Untested on a GPU so far; a caller's XLA_FLAGS win.
+XLA_FLAGS = "--xla_gpu_autotune_level=0"
+
+
 def train(data_dir, out_dir, names, jobs, minutes):
+    if "XLA_FLAGS" not in os.environ:  # read when JAX starts, below
+        os.environ["XLA_FLAGS"] = XLA_FLAGS
     cells = json.loads((data_dir / "cells.json").read_text())
     names = names or list(cells)
     todo = [name for name in names if not _finished(out_dir, name)]
