@@ -263,6 +263,22 @@ def test_the_low_resource_cells_are_train_wmts_low_resource_recipe(tmp_path):
                                       "intermediate_dim": 512}
 
 
+def test_every_cells_model_options_build_its_model(tmp_path):
+    """A misspelt builder option in a cell fails here, not hours into a queue."""
+    cells = RUNNER.all_cells(RUNNER.parse_args([]))
+    built = {}
+    for name, overrides in cells.items():
+        config = RUNNER.cell_config(name, RUNNER.resolve(overrides, 3000),
+                                    {"preset": "tiny"}, 3000, 0, tmp_path)
+        key = (config.model, config.model_options)
+        if key not in built:
+            model = workflow.build_for_vocabulary(config, 64)
+            built[key] = model.count_params()
+    assert built[("transformer", "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1;"
+                  "model_dim=512;intermediate_dim=2048")] > built[
+        ("transformer", "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1")]
+
+
 def test_a_run_restored_at_max_steps_trains_no_further(tmp_path, tiny_parallel_corpus,
                                                        tiny_tokenizer):
     """A cell killed after training (during its evaluation) resumes without a step more."""
