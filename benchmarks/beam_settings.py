@@ -13,6 +13,12 @@ read.
     python benchmarks/beam_settings.py --model-file runs/recipe/CELL/model.keras \
         --vocab runs/recipe/CELL/vocab.model
     python benchmarks/beam_settings.py --run-dir runs/recipe/CELL   # the same
+    python benchmarks/beam_settings.py --run-dir runs/recipe/CELL \
+        --average runs/recipe/CELL/best/step-16000,runs/recipe/CELL/checkpoints/ckpt-18000
+
+`--average` scores the mean of the given checkpoints' weights (prefixes of the
+run's `best/` or `checkpoints/` files) instead of the file's weights: checkpoint
+averaging measured at convergence, on valid.
 
 Results: `benchmarks/results/beam_settings-<date>[-<tag>].json`, with the
 machine's matmul rate and load average.
@@ -39,6 +45,7 @@ from keras_attn_zoo import models  # noqa: E402, F401 (registers the classes a .
 from keras_attn_zoo.data.vocabulary import load_tokenizer  # noqa: E402
 from keras_attn_zoo.evaluation.scores import best_setting  # noqa: E402
 from keras_attn_zoo.evaluation.scores import search_grid  # noqa: E402
+from keras_attn_zoo.training.averaging import average_checkpoints  # noqa: E402
 from keras_attn_zoo import workflow  # noqa: E402
 
 
@@ -53,6 +60,8 @@ def main(argv=None):
     parser.add_argument("--length-penalties", type=lambda text: [float(v) for v in text.split(",")],
                         default=[0.0, 0.6, 1.0, 1.5])
     parser.add_argument("--limit", type=int, help="the first N valid pairs only")
+    parser.add_argument("--average", type=lambda text: text.split(","), default=[],
+                        help="comma-separated checkpoint prefixes whose mean is scored")
     parser.add_argument("--tag", default="")
     args = parser.parse_args(argv)
     if args.run_dir:
@@ -65,6 +74,8 @@ def main(argv=None):
     run = common.start_run()
     rate = common.matmul_rate(size=1024, repeats=3, chain=4)
     model = keras.saving.load_model(args.model_file, compile=False)
+    if args.average:
+        average_checkpoints(model, args.average)
     translator = workflow.run_translator(workflow.RunConfig(), model,
                                          load_tokenizer(args.vocab))
     valid = zoo_data.load_pairs(args.data, "valid", args.direction)[: args.limit]
@@ -75,7 +86,8 @@ def main(argv=None):
           f"{best['length_penalty']}: BLEU {best['bleu']}, chrF {best['chrf']}")
     name = "beam_settings" + (f"-{args.tag}" if args.tag else "")
     path = common.write_results(name, {
-        "model_file": args.model_file, "vocab": args.vocab, "data": args.data,
+        "model_file": args.model_file, "averaged_checkpoints": args.average,
+        "vocab": args.vocab, "data": args.data,
         "split": "valid", "valid_pairs": len(valid), "rows": rows, "best": best,
         "matmul_gflops": round(rate["gflops"], 1),
         "hardware_peak_gflops": rate["hardware_peak_gflops"]}, run=run)

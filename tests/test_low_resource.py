@@ -81,6 +81,20 @@ def test_averaging_two_checkpoints_gives_the_mean_of_their_weights(tmp_path):
         average_checkpoints(model, [])
 
 
+def test_averaging_refuses_a_checkpoint_of_another_architecture_and_changes_nothing(tmp_path):
+    from keras_attn_zoo.models import transformer
+    from keras_attn_zoo.training.averaging import average_checkpoints
+
+    written = transformer(40, preset="tiny", num_encoder_layers=2, num_decoder_layers=2)
+    path = tf.train.Checkpoint(model=written).write(str(tmp_path / "two-layers"))
+    deeper = transformer(40, preset="tiny", num_encoder_layers=3, num_decoder_layers=3)
+    before = [v.numpy().copy() for v in deeper.weights]
+    with pytest.raises(ValueError, match="does not hold every weight"):
+        average_checkpoints(deeper, [path, path])
+    for variable, value in zip(deeper.weights, before):
+        np.testing.assert_array_equal(variable.numpy(), value)
+
+
 # ---- activation dropout and decoder LayerDrop in the builders ------------------------------
 
 

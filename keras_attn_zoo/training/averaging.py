@@ -25,8 +25,9 @@ def average_checkpoints(model, checkpoint_paths):
         The number of checkpoints averaged.
 
     Raises:
-        ValueError: for an empty list or a path with no checkpoint (nothing
-            is changed then).
+        ValueError: for an empty list, a path with no checkpoint, or a
+            checkpoint that does not hold every weight of `model` (written by
+            another architecture); nothing is changed then.
     """
     paths = [os.fspath(path) for path in checkpoint_paths]
     if not paths:
@@ -40,8 +41,21 @@ def average_checkpoints(model, checkpoint_paths):
     floats = [variable for variable in model.weights
               if np.issubdtype(np.dtype(variable.dtype), np.floating)]
     total = [np.zeros(variable.shape, np.float64) for variable in floats]
+    original = [variable.numpy() for variable in model.weights]
     for path in paths:
-        checkpoint.restore(path).expect_partial()
+        # `read`, not `restore`: it neither expects nor creates a save counter,
+        # which the early-stopping checkpoints (`write`) do not hold.
+        status = checkpoint.read(path)
+        status.expect_partial()  # the optimizer's slots are not wanted
+        try:
+            # A weight the checkpoint lacks would otherwise keep its current
+            # value and enter the mean silently.
+            status.assert_existing_objects_matched()
+        except AssertionError as error:
+            for variable, value in zip(model.weights, original):
+                variable.assign(value)
+            raise ValueError(f"The checkpoint {path} does not hold every weight of the "
+                             f"model ({str(error).splitlines()[0][:200]}).") from None
         for index, variable in enumerate(floats):
             total[index] += np.asarray(variable.numpy(), np.float64)
     for variable, value in zip(floats, total):
