@@ -529,9 +529,13 @@ def default_monitors(config, model, tokenizer, valid, dev_translation=True,
                              dev_translation=dev_translation, translator=translator)
 
 
-def early_stopping(config, model, tokenizer, valid, translator=None):
+def early_stopping(config, model, tokenizer, valid, translator=None, keep_best=None):
     """The run's `EarlyStopping` callback, or None (`valid_every=0`, or no valid pairs:
-    then the last weights are evaluated and exported, and the run says so)."""
+    then the last weights are evaluated and exported, and the run says so).
+
+    It keeps the checkpoints of the `average_checkpoints` best evaluations (at
+    least one), or of the `keep_best` best when that is more (the recipe table
+    also scores the mean of the best few)."""
     if not config.valid_every:
         return None
     if not valid:
@@ -543,7 +547,7 @@ def early_stopping(config, model, tokenizer, valid, translator=None):
         metric=config.valid_metric, patience=config.patience,
         min_improvement=config.min_improvement, max_sentences=config.valid_sentences,
         beam_size=config.valid_beam_size, length_penalty=config.length_penalty,
-        keep_best=max(1, config.average_checkpoints), translator=translator)
+        keep_best=max(1, config.average_checkpoints, keep_best or 0), translator=translator)
 
 
 def train(config, model, optimizer, strategy, corpus, tokenizer, monitors=None):

@@ -12,7 +12,10 @@ reaches the cap before its patience runs out is recorded as not converged
 scored on the whole valid split with the recipe's search (beam 4, length
 penalty 0.6, sacreBLEU BLEU and chrF), and again with each search of
 `SEARCH_GRID` (beam 1, 4 and 8; length penalty 0.6 and 1.0), so that the search
-too is chosen on the valid split (the table's last column). The test split is
+too is chosen on the valid split (the table's last column). Each cell keeps
+the checkpoints of its `AVERAGED_BEST` best evaluations and scores their mean
+on the same grid (`valid_search_grid_mean_of_best`): checkpoint averaging
+judged at convergence, on every cell, at no extra training. The test split is
 never translated, except by `--score-test CELL`, once, for the chosen default.
 
     python recipes/recipe_experiments.py                      # every cell, to convergence
@@ -68,6 +71,10 @@ DEFAULT_STEPS = 12000  # a cap: cells stop when they converge
 # valid split (beam 4 with length penalty 0.6, the recipe's, scored below greedy
 # on two converged models; docs/measurements.md): the search is chosen on them.
 SEARCH_GRID = {"beam_sizes": (1, 4, 8), "length_penalties": (0.6, 1.0)}
+# The mean of the best few checkpoints is scored beside the best one (on two
+# converged models the mean of the best and the last three scored +0.37 to
+# +0.69 BLEU at beam 4 on valid; docs/measurements.md).
+AVERAGED_BEST = 4
 
 
 def _load_script(path, name):
@@ -249,7 +256,8 @@ def train_and_score_valid(config):
     strategy = select_strategy(config.strategy)
     model, optimizer = workflow.build(config, tokenizer, strategy)
     translator = workflow.run_translator(config, model, tokenizer)  # the cell's one
-    stopper = workflow.early_stopping(config, model, tokenizer, corpus.valid, translator)
+    stopper = workflow.early_stopping(config, model, tokenizer, corpus.valid, translator,
+                                      keep_best=AVERAGED_BEST)
     monitors = ([stopper] if stopper else []) + workflow.default_monitors(
         config, model, tokenizer, corpus.valid, dev_translation=stopper is None,
         translator=translator)
@@ -290,10 +298,30 @@ def train_and_score_valid(config):
         translator, corpus.valid, **SEARCH_GRID,
         log=lambda row: print(f"  valid, beam {row['beam_size']} / length penalty "
                               f"{row['length_penalty']}: BLEU {row['bleu']}", flush=True))
+    if stopper is not None and not config.average_checkpoints:
+        record.update(score_mean_of_best(stopper, model, translator, corpus.valid))
     record["learning_curve"] = read_curve(output_dir / "curve.jsonl")
     record["load_average_at_end"] = common.load_average()
     record["wall_seconds"] = round(time.monotonic() - started, 1)
     return workflow.export(config, translator, record)
+
+
+def score_mean_of_best(stopper, model, translator, valid):
+    """Scores the mean of the `AVERAGED_BEST` best checkpoints on `SEARCH_GRID`, then
+    puts the best one back (the cell's model stays the best checkpoint). A cell
+    that kept fewer (resumed from a run that kept one) records why."""
+    if len(stopper.kept) < AVERAGED_BEST:
+        return {"valid_search_grid_mean_of_best": None,
+                "mean_of_best_missing": f"{len(stopper.kept)} best checkpoint(s) kept, "
+                                        f"{AVERAGED_BEST} needed"}
+    steps = stopper.restore_best(model, AVERAGED_BEST)
+    rows = search_grid(
+        translator, valid, **SEARCH_GRID,
+        log=lambda row: print(f"  valid, mean of the {AVERAGED_BEST} best, beam "
+                              f"{row['beam_size']} / length penalty "
+                              f"{row['length_penalty']}: BLEU {row['bleu']}", flush=True))
+    stopper.restore_best(model, 1)
+    return {"valid_search_grid_mean_of_best": rows, "mean_of_best_steps": steps}
 
 
 def run_cell(cell, overrides, args, base, machine):
@@ -400,10 +428,11 @@ def _number(value, spec):
     return "-" if value is None else format(value, spec)
 
 
-def _best_search(result):
-    """`"8 / 1.0: 7.36"`: the cell's best search of `SEARCH_GRID` on dev; `-` without one
-    (the cells scored before it)."""
-    rows = result.get("valid_search_grid")
+def _best_search(result, key="valid_search_grid"):
+    """`"8 / 1.0: 7.36"`: the cell's best search of `SEARCH_GRID` on dev (`key`: of the
+    best checkpoint, or of the mean of the best); `-` without one (the cells scored
+    before it)."""
+    rows = result.get(key)
     if not rows:
         return "-"
     best = best_setting(rows)
@@ -417,8 +446,9 @@ def table_markdown(results):
                 for r in results if r["cell"] == "default"}
     lines = ["| cell | change | steps | best step | stopped | train min | train tok/s "
              "| matmul GFLOP/s | dev BLEU | dev chrF | Δ BLEU vs default "
-             "| best search on dev (beam / penalty: BLEU) |",
-             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|"]
+             "| best search on dev (beam / penalty: BLEU) "
+             f"| mean of the {AVERAGED_BEST} best: best search on dev |",
+             "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in results:
         bleu = r["valid"].get("bleu")
         reference = defaults.get((r.get("seed"), r.get("steps_budget")))
@@ -432,7 +462,8 @@ def table_markdown(results):
             f"{_number(r.get('train_target_tokens_per_second'), '.0f')} | "
             f"{_number((r.get('machine') or {}).get('matmul_gflops'), '.1f')} | "
             f"{_number(bleu, '.2f')} | {_number(r['valid'].get('chrf'), '.2f')} | "
-            f"{_number(delta, '+.2f')} | {_best_search(r)} |")
+            f"{_number(delta, '+.2f')} | {_best_search(r)} | "
+            f"{_best_search(r, 'valid_search_grid_mean_of_best')} |")
     # The same recipe under other seeds: how large a Δ seed noise alone makes.
     for steps in sorted({budget for _, budget in defaults}, key=str):
         seeds = sorted((seed, bleu) for (seed, budget), bleu in defaults.items()

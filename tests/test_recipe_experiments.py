@@ -1,6 +1,6 @@
 """`recipes/recipe_experiments.py`: the recipe table's resumable runner.
 
-One tiny cell (3 steps on corpus files the tests write) is run once per module
+One tiny cell (5 steps on corpus files the tests write) is run once per module
 and shared: it writes its result file, scored on the valid split only; a rerun
 skips it; `--score-test` is the only way to the test split, and only once. The
 table and the plot are built from result files alone.
@@ -8,11 +8,14 @@ table and the plot are built from result files alone.
 
 import json
 
+import keras
+import numpy as np
 import pytest
 
 from keras_attn_zoo import data as zoo_data
 from keras_attn_zoo import workflow
 from keras_attn_zoo.optimizers import Adam
+from keras_attn_zoo.training.averaging import average_checkpoints
 from tests.conftest import load_recipe
 from tests.conftest import write_parallel_files
 
@@ -28,7 +31,7 @@ def corpus_files(tmp_path_factory, tiny_parallel_corpus):
                                  "test": tiny_parallel_corpus[290:293]})
 
 
-def runner_flags(corpus_files, directory, steps=3):
+def runner_flags(corpus_files, directory, steps=5):
     # One batch an epoch: one batch shape, so the step is traced once.
     base = {"preset": "tiny", "data": "files", "vocab_size": 100, "batch_tokens": 4000,
             "beam_size": 1, "eval_every": 1, "checkpoint_every": 0, "quiet": "true",
@@ -70,21 +73,21 @@ def one_cell(tmp_path_factory, corpus_files):
 def test_a_cell_writes_its_result_scored_on_the_valid_split_only(one_cell, corpus_files,
                                                                   tiny_parallel_corpus):
     _, directory, evaluated, read = one_cell
-    path = directory / "results" / "default-seed0-3steps.json"
+    path = directory / "results" / "default-seed0-5steps.json"
     result = json.loads(path.read_text())
     assert result["cell"] == "default" and result["split"] == "valid"
-    assert result["steps"] == 3 and result["steps_budget"] == 3 and result["seed"] == 0
+    assert result["steps"] == 5 and result["steps_budget"] == 5 and result["seed"] == 0
     assert result["valid"]["valid_pairs"] == 6 and "test_pairs" not in result["valid"]
     assert result["valid"]["sacrebleu_signature"].startswith("nrefs:1")
     assert result["train_seconds"] > 0 and result["train_target_tokens_per_second"] > 0
     assert len(result["load_average_at_start"]) == 3
     # The learning curve: early stopping's evaluations of the whole valid split;
     # a cell that reaches the cap is recorded as not converged.
-    assert [point["step"] for point in result["learning_curve"]] == [1, 2, 3]
+    assert [point["step"] for point in result["learning_curve"]] == [1, 2, 3, 4, 5]
     assert {"bleu", "chrf", "minutes"} <= set(result["learning_curve"][0])
     assert result["stop_reason"] == "max_steps" and result["converged"] is False
     assert result["early_stopping"]["valid_pairs"] == 6
-    assert result["best_step"] in (1, 2, 3) and result["max_steps"] == 3
+    assert result["best_step"] in range(1, 6) and result["max_steps"] == 5
     # The best checkpoint is also scored at each search of the grid, on valid only;
     # the recipe's own search (beam 4, penalty 0.6) gives the same score again.
     grid = {(row["beam_size"], row["length_penalty"]): row
@@ -92,20 +95,34 @@ def test_a_cell_writes_its_result_scored_on_the_valid_split_only(one_cell, corpu
     assert list(grid) == [(1, 0.0), (4, 0.6), (4, 1.0), (8, 0.6), (8, 1.0)]
     assert grid[4, 0.6]["bleu"] == result["valid"]["bleu"]
     assert all(row["length_ratio"] > 0 for row in grid.values())
+    # The mean of the 4 best evaluations' checkpoints is scored on the same grid,
+    # and the cell's model stays the best checkpoint.
+    steps = result["mean_of_best_steps"]
+    assert len(set(steps)) == 4 and steps[0] == result["best_step"]
+    ranked = sorted(result["learning_curve"], key=lambda point: (-point["bleu"], point["step"]))
+    assert {point["step"] for point in ranked[:4]} == set(steps)
+    assert [(row["beam_size"], row["length_penalty"])
+            for row in result["valid_search_grid_mean_of_best"]] == list(grid)
+    run_dir = directory / "runs" / "default-seed0-5steps"
+    exported = keras.saving.load_model(run_dir / "model.keras", compile=False)
+    weights = [w.numpy().copy() for w in exported.weights]
+    average_checkpoints(exported, [str(run_dir / "best" / f"step-{steps[0]}")])
+    for before, variable in zip(weights, exported.weights):
+        np.testing.assert_array_equal(before, variable.numpy())
     # The preset's schedule, as train_wmt.py applies it.
     assert (result["config"]["learning_rate"], result["config"]["warmup_steps"]) == \
         TRAIN_WMT.SCHEDULE_DEFAULTS["tiny"]
     # Only the valid pairs were translated; the test files were not even read.
     assert evaluated == [("valid", tiny_parallel_corpus[280:286])]
     assert (str(corpus_files["test_src"]), str(corpus_files["test_tgt"])) not in read
-    assert (directory / "runs" / "default-seed0-3steps" / "model.keras").exists()
-    assert (f"| default | (default) | 3 | {result['best_step']} | not converged (max_steps) |"
+    assert (directory / "runs" / "default-seed0-5steps" / "model.keras").exists()
+    assert (f"| default | (default) | 5 | {result['best_step']} | not converged (max_steps) |"
             in (directory / "results" / "TABLE.md").read_text())
 
 
 def test_a_rerun_skips_a_finished_cell(one_cell, monkeypatch, capsys):
     flags, directory, _, _ = one_cell
-    path = directory / "results" / "default-seed0-3steps.json"
+    path = directory / "results" / "default-seed0-5steps.json"
     before = (path.read_bytes(), path.stat().st_mtime_ns)
 
     def no_training(*args, **kwargs):
@@ -136,7 +153,7 @@ def test_score_test_scores_the_test_split_once(one_cell, tiny_parallel_corpus,
     monkeypatch.setattr(workflow, "evaluate", spy_evaluate)
     assert RUNNER.main(flags + ["--score-test", "default"]) == 0
     assert evaluated == [("test", tiny_parallel_corpus[290:293])]
-    result = json.loads((directory / "results" / "default-seed0-3steps.test.json").read_text())
+    result = json.loads((directory / "results" / "default-seed0-5steps.test.json").read_text())
     assert result["split"] == "test" and result["test_pairs"] == 3
     with pytest.raises(SystemExit, match="scored for default already"):
         RUNNER.main(flags + ["--score-test", "default"])
@@ -162,7 +179,9 @@ def test_table_and_plot_from_the_result_files_alone(tmp_path):
             for beam, penalty, bleu in ((1, 0.0, 12.0), (4, 0.6, 12.5), (8, 1.0, 13.1))]
     (results / "vocab-4000-seed0-3000steps.json").write_text(json.dumps(
         dict(fake_result("vocab-4000", 12.5, 40.0, "vocab_size=4000", seconds=540.0),
-             stop_reason="converged", best_step=2500, valid_search_grid=grid)))
+             stop_reason="converged", best_step=2500, valid_search_grid=grid,
+             valid_search_grid_mean_of_best=[dict(row, bleu=row["bleu"] + 0.3, beam_size=4)
+                                             for row in grid[:1]])))
     (results / "default-seed0-3000steps.json").write_text(json.dumps(
         fake_result("default", 10.0, 38.25, "(default)")))
     (results / "default-seed0-3000steps.test.json").write_text(json.dumps(
@@ -173,9 +192,9 @@ def test_table_and_plot_from_the_result_files_alone(tmp_path):
                                "train tok/s | matmul GFLOP/s | dev BLEU")
     # A result from before early stopping says it trained a fixed number of steps.
     assert lines[2] == ("| default | (default) | 3000 | - | fixed steps | 10.0 | 1234 | 101.5 "
-                        "| 10.00 | 38.25 | +0.00 | - |")
+                        "| 10.00 | 38.25 | +0.00 | - | - |")
     assert lines[3] == ("| vocab-4000 | vocab_size=4000 | 3000 | 2500 | converged | 9.0 | 1234 "
-                        "| 101.5 | 12.50 | 40.00 | +2.50 | 8 / 1.0: 13.10 |")
+                        "| 101.5 | 12.50 | 40.00 | +2.50 | 8 / 1.0: 13.10 | 4 / 0.0: 12.30 |")
     assert len([line for line in lines if line.startswith("| ")]) == 3  # no test row
     assert "smooth:exp" in lines[-1]
     png = (results / "learning_curves.png").read_bytes()
