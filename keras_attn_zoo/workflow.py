@@ -598,9 +598,19 @@ def train(config, model, optimizer, strategy, corpus, tokenizer, monitors=None):
         epochs=config.epochs, max_steps=config.max_steps,
         time_budget_seconds=budget, verbose=0 if config.quiet else 1,
     )
-    print(f"trained {summary.steps} steps in {summary.train_seconds:.0f} s "
-          f"({summary.target_tokens_per_second:.0f} target tokens/s)")
+    if summary.final_loss is None:
+        print(f"nothing left to train: the run ended at step {summary.steps} "
+              f"({summary.stop_reason})")
+    else:
+        print(f"trained {summary.steps} steps in {summary.train_seconds:.0f} s "
+              f"({summary.target_tokens_per_second:.0f} target tokens/s)")
     return summary, training_data
+
+
+def training_rate(summary):
+    """Target tokens a second of the `train` call, to 0.1; None if it trained no step."""
+    rate = summary.target_tokens_per_second
+    return None if rate is None else round(rate, 1)
 
 
 # ---- the weights to evaluate and export ----------------------------------------------------
@@ -826,7 +836,7 @@ def training_run(config, machine=None):
         "xla": trainer_xla(config),
         "epochs_completed": summary.epochs_completed,
         "train_seconds": round(summary.train_seconds, 1),
-        "train_target_tokens_per_second": round(summary.target_tokens_per_second, 1),
+        "train_target_tokens_per_second": training_rate(summary),
         "final_loss": summary.final_loss,
         "stop_reason": summary.stop_reason,
         "resumed_from_step": summary.resumed_from_step,

@@ -275,7 +275,7 @@ def train_and_score_valid(config):
         "resumed_from_step": summary.resumed_from_step,
         "train_seconds": round(totals["seconds"] if totals else summary.train_seconds, 1),
         "session_train_seconds": round(summary.train_seconds, 1),
-        "train_target_tokens_per_second": round(summary.target_tokens_per_second, 1),
+        "train_target_tokens_per_second": workflow.training_rate(summary),
         "final_loss": summary.final_loss,
         "monitor_seconds": round(totals["monitor_seconds"], 1) if totals else None,
         "monitor_evaluations_postponed": totals["monitor_skipped"] if totals else None,

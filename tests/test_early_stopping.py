@@ -173,6 +173,10 @@ def test_a_resumed_plateau_run_keeps_its_patience_and_averages_its_best_checkpoi
     third = workflow.training_run(run_config(corpus_files, run_dir, *flags, steps=40))
     assert third["steps"] == 8 and third["resumed_from_step"] == 8
     assert third["stop_reason"] == "converged"
+    # With no step trained there is no rate and no loss (not 0 tokens/s and NaN,
+    # which a table would show as a measurement).
+    assert third["train_target_tokens_per_second"] is None and third["final_loss"] is None
+    assert second["train_target_tokens_per_second"] > 0 and second["final_loss"] > 0
     assert third["best_step"] == second["best_step"]
     assert third["evaluated_steps"] == second["evaluated_steps"]
 

@@ -61,8 +61,10 @@ class TrainingSummary:
     epochs_completed: int
     train_seconds: float
     target_tokens: int
-    target_tokens_per_second: float
-    final_loss: float
+    # None when this call trained no step (a run resumed at its end, or one
+    # whose early stopping had already converged): there is no rate or loss.
+    target_tokens_per_second: float | None
+    final_loss: float | None
     resumed_from_step: int
     # Why training ended: "max_steps", "epochs", "time_budget", or the reason
     # a callback gave `Trainer.request_stop` (early stopping: "converged").
@@ -388,7 +390,7 @@ class Trainer:
                 callback.on_train_start(self, resumed_from)
         start = time.monotonic()
         tokens_seen = 0
-        last_loss = math.nan
+        last_loss = None
         progress = keras.utils.Progbar(max_steps, stateful_metrics=["lr", "tok/s"]) if verbose else None
         window_start, window_tokens = time.monotonic(), 0
         # A run restored at (or past) max_steps, or one a callback stops before
@@ -457,7 +459,8 @@ class Trainer:
             epochs_completed=int(self.epoch.numpy()),
             train_seconds=seconds,
             target_tokens=tokens_seen,
-            target_tokens_per_second=tokens_seen / max(seconds, 1e-9),
+            target_tokens_per_second=(tokens_seen / max(seconds, 1e-9)
+                                      if last_loss is not None else None),
             final_loss=last_loss,
             resumed_from_step=resumed_from,
             stop_reason=stop_reason or "epochs",
