@@ -16,7 +16,9 @@ too is chosen on the valid split (the table's last column). Each cell keeps
 the checkpoints of its `AVERAGED_BEST` best evaluations and scores their mean
 on the same grid (`valid_search_grid_mean_of_best`): checkpoint averaging
 judged at convergence, on every cell, at no extra training. The test split is
-never translated, except by `--score-test CELL`, once, for the chosen default.
+never translated, except by `--score-test CELL`, once, for the chosen default,
+with the weights (best checkpoint or mean of the best) and the search that the
+cell's valid results chose over its seeds (`chosen_search`).
 
     python recipes/recipe_experiments.py                      # every cell, to convergence
     python recipes/recipe_experiments.py --cells default,vocab-4000 --steps 3000
@@ -61,6 +63,7 @@ from keras_attn_zoo.training.curve import read_curve  # noqa: E402
 from keras_attn_zoo.evaluation.scores import best_setting  # noqa: E402
 from keras_attn_zoo.evaluation.scores import search_grid  # noqa: E402
 from keras_attn_zoo.files import write_atomically  # noqa: E402
+from keras_attn_zoo.training.averaging import average_checkpoints  # noqa: E402
 from keras_attn_zoo.training.seeding import seed_everything  # noqa: E402
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
@@ -370,8 +373,46 @@ def run_cell(cell, overrides, args, base, machine):
 # ---- the test split, once ---------------------------------------------------------------------
 
 
+# The weights each search grid of a cell's result was scored with.
+GRIDS = {"best": "valid_search_grid", "mean_of_best": "valid_search_grid_mean_of_best"}
+
+
+def chosen_search(results):
+    """The weights (the best checkpoint, or the mean of the `AVERAGED_BEST` best) and
+    the search (beam, length penalty) that the valid split chooses for a cell.
+
+    `results`: the cell's valid results, one per seed. A setting is a candidate
+    only if every seed scored it (cells run before they kept their best 4 have no
+    mean), so each candidate's mean valid BLEU is over the same seeds; the highest
+    wins, then chrF, then the earlier in `GRIDS` and grid order (the cheaper).
+    Returns the winner with every candidate's means."""
+    if not results:
+        raise ValueError("no valid results to choose a search from.")
+    per_seed = []
+    for result in results:
+        per_seed.append({(weights, row["beam_size"], row["length_penalty"]): row
+                         for weights, key in GRIDS.items()
+                         for row in result.get(key) or []})
+    settings = [setting for setting in per_seed[0]
+                if all(setting in rows for rows in per_seed[1:])]
+    if not settings:
+        raise ValueError("the results share no scored search (cells scored before "
+                         "the search grid have none).")
+    means = []
+    for weights, beam, penalty in settings:
+        rows = [rows[weights, beam, penalty] for rows in per_seed]
+        means.append({"weights": weights, "beam_size": beam, "length_penalty": penalty,
+                      **{metric: round(sum(row[metric] for row in rows) / len(rows), 3)
+                         for metric in ("bleu", "chrf")}})
+    winner = max(means, key=lambda row: (row["bleu"], row["chrf"]))
+    return {**winner, "seeds": sorted(result["seed"] for result in results),
+            "candidates": means}
+
+
 def score_test(cell, args):
-    """Scores the test split once with the cell's trained model (its run directory)."""
+    """Scores the test split once with the cell's trained model (its run directory),
+    with the weights and search its valid results chose (`chosen_search`, over
+    every seed of the cell at this budget)."""
     cells = all_cells(args)
     if cell not in cells:
         raise SystemExit(f"unknown cell {cell!r}; cells: {', '.join(cells)}.")
@@ -389,6 +430,12 @@ def score_test(cell, args):
     model_path = output_dir / "model.keras"
     if not model_path.exists():
         raise SystemExit(f"no trained model at {model_path}.")
+    seeds = [result for result in load_results(args.results_dir)
+             if result["cell"] == cell and result.get("steps_budget") == args.steps
+             and result.get("base", {}) == args.base]
+    choice = chosen_search(seeds)
+    config = dataclasses.replace(config, beam_size=choice["beam_size"],
+                                 length_penalty=choice["length_penalty"])
     corpus = workflow.load_corpus(config)
     if not corpus.test:
         raise SystemExit("the data has no test split (--base test_src=... test_tgt=...).")
@@ -396,10 +443,20 @@ def score_test(cell, args):
 
     tokenizer = load_tokenizer(output_dir / "vocab.model")
     model = keras.saving.load_model(model_path)
+    averaged = []
+    if choice["weights"] == "mean_of_best":
+        averaged = next(result for result in seeds
+                        if result["seed"] == args.seed)["mean_of_best_steps"]
+        average_checkpoints(model, [output_dir / "best" / f"step-{step}" for step in averaged])
+    print(f"{cell}: the valid split chose the {choice['weights'].replace('_', ' ')} "
+          f"checkpoint(s), beam {choice['beam_size']}, length penalty "
+          f"{choice['length_penalty']} (mean valid BLEU {choice['bleu']} over seeds "
+          f"{choice['seeds']})")
     scores = workflow.evaluate(config, workflow.run_translator(config, model, tokenizer),
                                corpus.test, split="test")
     result = {"cell": cell, "seed": args.seed, "steps_budget": args.steps, "split": "test",
-              "model": str(model_path),
+              "model": str(model_path), "averaged_steps": averaged,
+              "chosen_on_valid": choice,
               "date": datetime.datetime.now().isoformat(timespec="seconds"), **scores}
     write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
     print(f"{cell}: TEST BLEU {scores['bleu']} chrF {scores['chrf']} -> {path}")
@@ -617,7 +674,8 @@ def parse_args(argv=None):
     p.add_argument("--plot", action="store_true",
                    help="write learning_curves.png from the result files (no training)")
     p.add_argument("--score-test", metavar="CELL",
-                   help="score the test split once with CELL's trained model")
+                   help="score the test split once with CELL's trained model, with "
+                        "the weights and search its valid results chose")
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error("--steps must be >= 1")

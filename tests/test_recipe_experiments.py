@@ -142,23 +142,74 @@ def test_a_rerun_skips_a_finished_cell(one_cell, monkeypatch, capsys):
 
 def test_score_test_scores_the_test_split_once(one_cell, tiny_parallel_corpus,
                                                monkeypatch):
+    """With the weights and search the valid results chose: here the result file
+    is made to say the mean of the 4 best with beam 8 and penalty 1.0 won."""
     flags, directory, _, _ = one_cell
+    path = directory / "results" / "default-seed0-5steps.json"
+    valid = json.loads(path.read_text())
+    for row in valid["valid_search_grid_mean_of_best"]:
+        if (row["beam_size"], row["length_penalty"]) == (8, 1.0):
+            row["bleu"] = 99.0
+    monkeypatch.setattr(RUNNER, "load_results", lambda results_dir: [valid])
     evaluated = []
     evaluate = workflow.evaluate
 
     def spy_evaluate(config, translator, pairs, split="test"):
-        evaluated.append((split, list(pairs)))
+        evaluated.append((split, list(pairs), config.beam_size, config.length_penalty,
+                          [w.numpy().copy() for w in translator.model.weights]))
         return evaluate(config, translator, pairs, split=split)
 
     monkeypatch.setattr(workflow, "evaluate", spy_evaluate)
     assert RUNNER.main(flags + ["--score-test", "default"]) == 0
-    assert evaluated == [("test", tiny_parallel_corpus[290:293])]
+    [(split, pairs, beam, penalty, weights)] = evaluated
+    assert (split, pairs, beam, penalty) == ("test", tiny_parallel_corpus[290:293], 8, 1.0)
     result = json.loads((directory / "results" / "default-seed0-5steps.test.json").read_text())
     assert result["split"] == "test" and result["test_pairs"] == 3
+    assert (result["beam_size"], result["length_penalty"]) == (8, 1.0)
+    assert result["chosen_on_valid"]["weights"] == "mean_of_best"
+    assert result["averaged_steps"] == valid["mean_of_best_steps"]
+    # What translated the test split is the mean of the 4 best checkpoints.
+    run_dir = directory / "runs" / "default-seed0-5steps"
+    mean = keras.saving.load_model(run_dir / "model.keras", compile=False)
+    average_checkpoints(mean, [run_dir / "best" / f"step-{s}" for s in result["averaged_steps"]])
+    for used, expected in zip(weights, mean.weights):
+        np.testing.assert_allclose(used, expected.numpy(), rtol=1e-6, atol=1e-7)
+    monkeypatch.undo()
     with pytest.raises(SystemExit, match="scored for default already"):
         RUNNER.main(flags + ["--score-test", "default"])
     # The table stays the valid split's.
     assert [r["cell"] for r in RUNNER.load_results(directory / "results")] == ["default"]
+
+
+def grid(bleu_by_setting):
+    return [{"beam_size": beam, "length_penalty": penalty, "bleu": bleu, "chrf": 20.0}
+            for (beam, penalty), bleu in bleu_by_setting.items()]
+
+
+def test_the_search_is_chosen_by_its_mean_over_the_seeds_that_all_scored_it():
+    seed_0 = {"seed": 0,
+              "valid_search_grid": grid({(1, 0.0): 6.0, (4, 0.6): 6.5, (4, 1.0): 6.2}),
+              "valid_search_grid_mean_of_best": grid({(4, 0.6): 6.4, (4, 1.0): 6.9})}
+    seed_1 = {"seed": 1,
+              "valid_search_grid": grid({(1, 0.0): 6.2, (4, 0.6): 6.9, (4, 1.0): 6.9}),
+              "valid_search_grid_mean_of_best": grid({(4, 0.6): 6.6, (4, 1.0): 6.8})}
+    choice = RUNNER.chosen_search([seed_0, seed_1])
+    # Means: best (4, 0.6) 6.7, best (4, 1.0) 6.55, mean (4, 1.0) 6.85: the mean wins
+    # though seed 1 alone prefers the best checkpoint.
+    assert (choice["weights"], choice["beam_size"], choice["length_penalty"]) == \
+        ("mean_of_best", 4, 1.0)
+    assert choice["bleu"] == pytest.approx(6.85) and choice["seeds"] == [0, 1]
+    assert len(choice["candidates"]) == 5
+    # A seed that kept no mean (an older cell) leaves the means out for every seed.
+    older = {**seed_1, "valid_search_grid_mean_of_best": None}
+    choice = RUNNER.chosen_search([seed_0, older])
+    assert (choice["weights"], choice["beam_size"], choice["length_penalty"]) == ("best", 4, 0.6)
+    assert {c["weights"] for c in choice["candidates"]} == {"best"}
+    # A tie goes to the earlier, cheaper setting.
+    flat = {"seed": 0, "valid_search_grid": grid({(1, 0.0): 5.0, (4, 0.6): 5.0})}
+    assert RUNNER.chosen_search([flat])["beam_size"] == 1
+    with pytest.raises(ValueError, match="share no scored search"):
+        RUNNER.chosen_search([{"seed": 0}])
 
 
 def fake_result(cell, bleu, chrf, change, seconds=600.0):
