@@ -404,7 +404,7 @@ def chosen_search(results):
         means.append({"weights": weights, "beam_size": beam, "length_penalty": penalty,
                       **{metric: round(sum(row[metric] for row in rows) / len(rows), 3)
                          for metric in ("bleu", "chrf")}})
-    winner = max(means, key=lambda row: (row["bleu"], row["chrf"]))
+    winner = best_setting(means)
     return {**winner, "seeds": sorted(result["seed"] for result in results),
             "candidates": means}
 
