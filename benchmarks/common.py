@@ -165,14 +165,9 @@ def load_average():
 
 
 def cpu_flags():
-    try:
-        text = pathlib.Path("/proc/cpuinfo").read_text()
-    except OSError:  # pragma: no cover
-        return set()
-    for line in text.splitlines():
-        if line.startswith("flags"):
-            return set(line.split(":", 1)[1].split())
-    return set()
+    from keras_attn_zoo.runtime import cpu_flags as flags
+
+    return flags()
 
 
 def cpu_model():
@@ -187,7 +182,9 @@ def cpu_model():
 
 def cpu_supports_bf16():
     """True if the CPU has native bfloat16 arithmetic (AVX512-BF16 or AMX-BF16)."""
-    return bool({"avx512_bf16", "amx_bf16"} & cpu_flags())
+    from keras_attn_zoo.runtime import cpu_has_native_bf16
+
+    return cpu_has_native_bf16()
 
 
 def machine_info():

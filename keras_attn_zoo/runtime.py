@@ -113,6 +113,29 @@ def freeze_import_time_objects():
     gc.freeze()
 
 
+# CPU features with bfloat16 arithmetic in hardware (Linux's /proc/cpuinfo
+# names). Without them TensorFlow still runs bf16, by converting to float32 and
+# back around each matmul, which is slower than float32 itself.
+NATIVE_BF16_CPU_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
+
+
+def cpu_flags(cpuinfo_path="/proc/cpuinfo"):
+    """The CPU's feature flags from /proc/cpuinfo (an empty set where it is absent)."""
+    try:
+        with open(cpuinfo_path, encoding="utf-8") as cpuinfo:
+            for line in cpuinfo:
+                if line.startswith("flags"):
+                    return set(line.split(":", 1)[1].split())
+    except OSError:
+        pass
+    return set()
+
+
+def cpu_has_native_bf16():
+    """True if the CPU multiplies bfloat16 in hardware (AVX512-BF16 or AMX-BF16)."""
+    return bool(NATIVE_BF16_CPU_FLAGS & cpu_flags())
+
+
 def checked_at_run_time(value, condition, message, name):
     """`value`, which TensorFlow graphs only produce once `condition` holds.
 

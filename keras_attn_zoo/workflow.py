@@ -75,9 +75,13 @@ from keras_attn_zoo.training.early_stopping import METRICS as EARLY_STOPPING_MET
 from keras_attn_zoo.training.early_stopping import EarlyStopping
 from keras_attn_zoo.training.strategy import is_chief
 from keras_attn_zoo.training.seeding import seed_everything
+from keras_attn_zoo.runtime import cpu_has_native_bf16
 
 MIXED_PRECISION_POLICIES = {"none": "float32", "bf16": "mixed_bfloat16",
                             "fp16": "mixed_float16"}
+# `--mixed-precision auto` (`resolve_mixed_precision`): bf16 where the hardware
+# multiplies it natively, float32 elsewhere.
+MIXED_PRECISION_SETTINGS = (*MIXED_PRECISION_POLICIES, "auto")
 XLA_SETTINGS = {"auto": "auto", "on": True, "off": False}
 
 # Named recipes (`train_wmt.py --recipe`): `RunConfig` values over the defaults,
@@ -256,6 +260,34 @@ def open_run_directory(config):
     return output_dir
 
 
+def resolve_mixed_precision(setting):
+    """The precision a run trains in: `setting`, with "auto" decided by the hardware.
+
+    "auto" is "bf16" where bfloat16 matmuls run natively: a GPU of compute
+    capability 8.0 or more (Ampere onwards), or, with no GPU, a CPU with
+    AVX512-BF16 or AMX-BF16 (`runtime.cpu_has_native_bf16`). Elsewhere TensorFlow
+    emulates bf16 and it is slower than float32, so "auto" is "none" there.
+    """
+    if setting != "auto":
+        return setting
+    gpus = tf.config.list_physical_devices("GPU")
+    if gpus:
+        capabilities = [tf.config.experimental.get_device_details(gpu).get(
+            "compute_capability", (0, 0)) for gpu in gpus]
+        return "bf16" if min(capabilities) >= (8, 0) else "none"
+    return "bf16" if cpu_has_native_bf16() else "none"
+
+
+def use_mixed_precision(config):
+    """Sets Keras' global dtype policy for `config` and returns `config` with
+    "auto" resolved (the run's identity, results and resume see the precision
+    it really trains in)."""
+    config = dataclasses.replace(config,
+                                 mixed_precision=resolve_mixed_precision(config.mixed_precision))
+    keras.mixed_precision.set_global_policy(MIXED_PRECISION_POLICIES[config.mixed_precision])
+    return config
+
+
 def check_run_options(config):
     """Refuses low-resource options that are out of range or that exclude each other."""
     if not 0.0 <= config.word_dropout <= 1.0:
@@ -266,6 +298,9 @@ def check_run_options(config):
     if not 0.0 <= config.ema_momentum < 1.0:
         raise SystemExit(f"--ema-momentum must be in [0, 1) (0: off), got "
                          f"{config.ema_momentum}.")
+    if config.mixed_precision not in MIXED_PRECISION_SETTINGS:
+        raise SystemExit(f"--mixed-precision must be one of {list(MIXED_PRECISION_SETTINGS)}, "
+                         f"got {config.mixed_precision!r}.")
     if config.xla not in XLA_SETTINGS:
         raise SystemExit(f"--xla must be one of {sorted(XLA_SETTINGS)}, got {config.xla!r}.")
     if config.ema_momentum and config.average_checkpoints:
@@ -798,10 +833,10 @@ def training_run(config, machine=None):
     """
     check_run_options(config)
     check_checkpoints_to_average(config)
+    config = use_mixed_precision(config)
     output_dir, log_dir, _ = config.paths
     open_run_directory(config)
     seed_everything(config.seed)
-    keras.mixed_precision.set_global_policy(MIXED_PRECISION_POLICIES[config.mixed_precision])
 
     corpus, tokenizer = prepare_data(config)
     strategy = select_strategy(config.strategy)
@@ -849,6 +884,7 @@ def training_run(config, machine=None):
         "word_dropout": config.word_dropout,
         "averaged_checkpoints": 0,
         "ema_momentum": config.ema_momentum,
+        "mixed_precision": config.mixed_precision,  # "auto" resolved
         **training_data.info,
     }
     if not is_chief(strategy):

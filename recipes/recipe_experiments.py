@@ -245,10 +245,9 @@ def train_and_score_valid(config):
     """
     workflow.check_run_options(config)
     workflow.check_checkpoints_to_average(config)
+    config = workflow.use_mixed_precision(config)
     output_dir = workflow.open_run_directory(config)
     seed_everything(config.seed)
-    keras.mixed_precision.set_global_policy(
-        workflow.MIXED_PRECISION_POLICIES[config.mixed_precision])
     started, load_at_start = time.monotonic(), common.load_average()
 
     corpus, tokenizer = workflow.prepare_data(config)

@@ -32,6 +32,7 @@ start_tensorflow()  # before the workflow imports TensorFlow: no start-up noise
 
 from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE  # noqa: E402
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY  # noqa: E402
+from keras_attn_zoo.workflow import MIXED_PRECISION_SETTINGS  # noqa: E402
 from keras_attn_zoo.workflow import RECIPES  # noqa: E402
 from keras_attn_zoo.workflow import OPTIMIZERS  # noqa: E402
 from keras_attn_zoo.workflow import SCHEDULES  # noqa: E402
@@ -119,8 +120,9 @@ def parse_args(argv=None):
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--strategy", default="auto",
                    help="auto | default | mirrored | multi_worker")
-    p.add_argument("--mixed-precision", default="none",
-                   help="none | bf16 | fp16 (fp16 only on GPUs)")
+    p.add_argument("--mixed-precision", default="none", choices=MIXED_PRECISION_SETTINGS,
+                   help="none | bf16 | fp16 (fp16 only on GPUs) | auto (bf16 where the "
+                        "CPU or GPU multiplies bf16 natively, float32 elsewhere)")
     p.add_argument("--xla", default="auto", choices=["auto", "on", "off"],
                    help="XLA-compiled training step on fixed batch shapes (auto: on "
                         "where a GPU is visible; on 2 CPU cores it does not pay)")

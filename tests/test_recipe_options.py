@@ -253,3 +253,34 @@ def test_sentence_repeats_out_of_range_or_without_phrases_are_refused(flags, mes
     config = RECIPE.parse_args([*flags, "--max-steps", "1"])
     with pytest.raises(SystemExit, match=message):
         workflow.check_run_options(config)
+
+
+# ---- mixed precision: auto is decided by the hardware, and recorded as decided -------------------
+
+
+def test_mixed_precision_auto_trains_in_bf16_where_the_cpu_multiplies_it_natively(
+        train_files, tmp_path, monkeypatch):
+    import json
+
+    import keras
+
+    from keras_attn_zoo import runtime
+
+    expected = "bf16" if runtime.cpu_has_native_bf16() else "none"
+    try:
+        results, used = run_recipe(train_files, tmp_path, monkeypatch, "transformer",
+                                   steps=1, flags=["--mixed-precision", "auto"])
+        compute_dtype = used["model"].dtype_policy.compute_dtype
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+    assert compute_dtype == ("bfloat16" if expected == "bf16" else "float32")
+    # The results and the resume check see the precision the run trained in.
+    assert results["mixed_precision"] == expected
+    identity = json.loads((tmp_path / "run" / workflow.RUN_IDENTITY_FILE).read_text())
+    assert identity["mixed_precision"] == expected
+
+
+def test_an_unknown_mixed_precision_is_refused_with_the_choices():
+    config = workflow.RunConfig(mixed_precision="bfloat16")
+    with pytest.raises(SystemExit, match="--mixed-precision must be one of .*auto"):
+        workflow.check_run_options(config)

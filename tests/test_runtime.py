@@ -1,4 +1,5 @@
-"""The entry points start TensorFlow without its start-up noise, and keep real errors."""
+"""The entry points start TensorFlow without its start-up noise, and keep real errors;
+the CPU features that decide `--mixed-precision auto` are read from the flags line."""
 
 import json
 import os
@@ -6,6 +7,8 @@ import subprocess
 import sys
 
 import pytest
+
+from keras_attn_zoo import runtime
 
 # One fresh Python for the three defaults (a TensorFlow import is most of each
 # process's time): its environment lacks every variable `start_tensorflow` sets.
@@ -88,3 +91,13 @@ def test_start_tensorflow_asks_for_onednn_kernels_unless_told_otherwise(defaults
     assert "oneDNN custom operations are on" not in stderr
     report, _ = run_script(ONEDNN_SCRIPT, dict(os.environ, TF_ENABLE_ONEDNN_OPTS="0"))
     assert (report["onednn"], report["matmul"]) == ("0", 12.0)
+
+
+def test_cpu_flags_are_read_from_the_cpuinfo_flags_line(tmp_path):
+    with_bf16 = tmp_path / "with"
+    with_bf16.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx512f avx512_bf16\n")
+    without = tmp_path / "without"
+    without.write_text("processor\t: 0\nflags\t\t: fpu sse2 avx2\n")
+    assert runtime.cpu_flags(with_bf16) == {"fpu", "sse2", "avx512f", "avx512_bf16"}
+    assert not runtime.NATIVE_BF16_CPU_FLAGS & runtime.cpu_flags(without)
+    assert runtime.cpu_flags(tmp_path / "absent") == set()
