@@ -257,7 +257,10 @@ def cell_config(args, model, seed):
             "--seed", str(seed), "--output-dir", str(cell_dir(args.output_dir, model, seed)),
             "--name", f"leaderboard-{model}-seed{seed}", "--no-export", "--quiet",
             "--recipe", recipe_of(args, model), *budget, *VARIANT_FLAGS.get(model, []),
-            *args.passthrough]
+            # float32 for every family on every machine: the cells compare under one
+            # wall-time cap, and bf16 (the low-resource recipe's "auto") would give
+            # one family more steps on one machine kind.
+            "--mixed-precision", "none", *args.passthrough]
     return parse_train_args(argv)
 
 

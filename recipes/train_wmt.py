@@ -15,7 +15,8 @@ test sentences, and a SavedModel export under `saved_models/`.
 
 A killed run restarted with the same command resumes from its last checkpoint.
 `--recipe low-resource` (Sennrich & Zhang 2019) sets a 4,000-piece vocabulary,
-word dropout and more dropout; checkpoint averaging or a weight EMA come on top:
+word dropout and more dropout, and bf16 where the CPU or GPU multiplies it natively
+(`--mixed-precision auto`); checkpoint averaging or a weight EMA come on top:
 
     python recipes/train_wmt.py --recipe low-resource --max-steps 24000 \
         --average-checkpoints 5 --checkpoint-every 500

@@ -295,6 +295,11 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
     assert (ran.vocab_size, ran.word_dropout) == (4000, 0.1)
     assert "dropout=0.3" in ran.model_options and "apply_to=encoder" in ran.model_options
     assert leaderboard.leaderboard_of(args).recipe_of("weighted-port") == "low-resource"
+    # float32 in every family on every machine kind (the recipe alone says "auto"), unless
+    # asked for.
+    assert (config.mixed_precision, ran.mixed_precision) == ("none", "none")
+    assert leaderboard.cell_config(leaderboard.parse_args(["--mixed-precision", "bf16"]),
+                                   "RAN-E", 0).mixed_precision == "bf16"
     given = leaderboard.parse_args(["--vocab-size", "6000"])
     assert leaderboard.cell_config(given, "GMM", 0).vocab_size == 6000
     chosen = leaderboard.parse_args(["--family-recipes", "transformer=default,eager=low-resource"])

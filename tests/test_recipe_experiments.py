@@ -327,6 +327,12 @@ def test_the_low_resource_cells_are_train_wmts_low_resource_recipe(tmp_path):
     fields = ("vocab_size", "word_dropout", "model_options", "learning_rate",
               "warmup_steps", "label_smoothing", "batch_tokens", "preset")
     assert [getattr(cell, f) for f in fields] == [getattr(recipe, f) for f in fields]
+    # ... but the search trains in float32 on every machine kind (the recipe: "auto");
+    # precision is a cell of its own.
+    assert (recipe.mixed_precision, cell.mixed_precision) == ("auto", "none")
+    bf16 = RUNNER.cell_config("low-resource-bf16", cells["low-resource-bf16"], {}, 3000, 0,
+                              tmp_path)
+    assert bf16.mixed_precision == "bf16"
     narrow = RUNNER.cell_config("low-resource-d-128", cells["low-resource-d-128"], {}, 3000,
                                 0, tmp_path)
     assert narrow.builder_options == {**recipe.builder_options, "model_dim": 128,

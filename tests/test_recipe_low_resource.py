@@ -115,7 +115,8 @@ def test_bad_low_resource_flags_are_refused_before_any_work(corpus_files, tmp_pa
 def test_the_low_resource_recipe_is_its_flags_and_given_flags_win(capsys):
     spelled_out = RECIPE.parse_args([
         "--vocab-size", "4000", "--word-dropout", "0.1", "--max-steps", "5",
-        "--model-options", "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1"])
+        "--model-options", "dropout=0.3;attention_dropout=0.1;activation_dropout=0.1",
+        "--mixed-precision", "auto"])
     recipe = RECIPE.parse_args(["--recipe", "low-resource", "--max-steps", "5"])
     assert dataclasses.replace(recipe, name=None) == spelled_out
     # Its own run directory and export: not the default run's, which it would resume.
