@@ -202,6 +202,34 @@ def test_common_helpers():
     assert table.splitlines() == ["   X  Y", "----  -", "1.50  -"]
 
 
+def test_data_bound_counts_seen_ngrams_and_retrieves_the_closest_training_pair():
+    """Coverage counts n-gram tokens (repeats too) against the training side; the
+    retrieval baseline returns the target of the training source sharing the rarest
+    words, and a training source itself gets its own target back."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import data_bound
+
+    train = ["the cat sat .", "a dog ran ."]
+    result = data_bound.coverage(train, ["the cat ran .", "the the bird"], max_order=2)
+    # unigrams: the cat ran . the the bird -> 6 of 7 seen; bigrams: "the cat",
+    # "cat ran", "ran .", "the the", "the bird" -> 2 of 5 seen ("the cat", "ran .")
+    assert result["ngram_seen_share"][1] == pytest.approx(6 / 7)
+    assert result["ngram_seen_share"][2] == pytest.approx(2 / 5)
+    assert result["unseen_word_type_share"] == pytest.approx(1 / 5)  # bird of 5 types
+    assert result["unseen_word_token_share"] == pytest.approx(1 / 7)
+    assert result["sentences_all_words_seen_share"] == pytest.approx(1 / 2)
+    assert data_bound.all_words_seen(train, ["a cat", "a bird"]) == [True, False]
+
+    pairs = [("der Hund bellt laut", "the dog barks loudly"),
+             ("die Katze schläft", "the cat sleeps"),
+             ("der Hund schläft", "the dog sleeps")]
+    nearest = data_bound.NearestNeighbour(pairs)
+    assert nearest([source for source, _ in pairs]) == [target for _, target in pairs]
+    # "bellt" (in one source) outweighs "Hund" (in two); no word shared: a tie, the first
+    assert nearest(["ein Hund bellt", "unbekannt"]) == ["the dog barks loudly",
+                                                        "the dog barks loudly"]
+
+
 def test_rnn_profile_splits_the_wall_time_of_overlapping_kernels():
     """Two ops running at once share that stretch of wall time (their summed
     durations count it twice: the 5x "backward output projection" of the
