@@ -55,7 +55,9 @@ from keras_attn_zoo.data.vocabulary import train_sentencepiece
 from keras_attn_zoo.data.vocabulary import vocabulary_size
 from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
+from keras_attn_zoo.evaluation.scores import best_setting
 from keras_attn_zoo.evaluation.scores import corpus_scores
+from keras_attn_zoo.evaluation.scores import search_grid
 from keras_attn_zoo.models import build_model
 from keras_attn_zoo.models import extra_token_count
 from keras_attn_zoo.models import parse_model_options
@@ -179,6 +181,9 @@ class RunConfig:
     # The eager translator's source padding injection at decoding: "model"
     # (the model's), "valid" (chosen on the valid split) or a number.
     source_padding_injection: str = "model"
+    # GNMT length penalties to choose among by BLEU on the valid split (beam
+    # `beam_size`) before the test evaluation and the export; empty: `length_penalty`.
+    length_penalty_choices: tuple = ()
     seed: int = 0
     # The low-resource recipe (flags of the same names; 0: off).
     word_dropout: float = 0.0
@@ -331,6 +336,17 @@ def check_run_options(config):
                          "has no phrases.")
     if config.valid_sentences is not None and config.valid_sentences < 1:
         raise SystemExit(f"--valid-sentences must be >= 1, got {config.valid_sentences}.")
+    if any(value < 0 for value in config.length_penalty_choices):
+        raise SystemExit(f"--length-penalty-choices must be >= 0, got "
+                         f"{list(config.length_penalty_choices)}.")
+    if config.length_penalty_choices and config.beam_size < 2:
+        raise SystemExit("--length-penalty-choices needs --beam-size >= 2: greedy search "
+                         "has no length penalty.")
+    normalization = config.builder_options.get("length_normalization", "gnmt")
+    if config.length_penalty_choices and normalization != "gnmt":
+        raise SystemExit(f"--length-penalty-choices: length_normalization={normalization!r} "
+                         "ranks hypotheses without the GNMT length penalty; leave the flag "
+                         "out or use length_normalization=gnmt.")
 
 
 def check_checkpoints_to_average(config):
@@ -716,14 +732,29 @@ def final_weights(config, model, optimizer, stopper=None):
 
 
 def choose_decoding(config, translator, valid):
-    """Sets the eager translator's source padding injection (`--source-padding-injection`)
-    before the test evaluation and the export; returns its results entry.
+    """Sets the decoding choices of the run's `translator` before the test evaluation
+    and the export; returns their results entries.
 
+    The eager translator's source padding injection (`--source-padding-injection`):
     "valid" picks the value with the best BLEU on the valid split's first
     `valid_sentences` pairs (`evaluation.source_padding.choose_source_padding_injection`,
-    the paper's choice on the development set) with the test evaluation's
-    search. The run's `translator` is retraced for the rules it ends with.
+    the paper's choice on the development set) with the test evaluation's search, and
+    the `translator` is retraced for the rules it ends with. Then the GNMT length
+    penalty, where `length_penalty_choices` are given: the one with the best BLEU on
+    the same pairs at beam `beam_size` (chrF breaks ties) becomes the translator's.
     """
+    results = _choose_source_padding_injection(config, translator, valid)
+    results.update(_choose_length_penalty(config, translator, valid))
+    return results
+
+
+def _valid_pairs_to_choose_on(config, valid, flag):
+    if not valid:
+        raise SystemExit(f"{flag} chooses on the valid split, and the data has none.")
+    return valid[: config.valid_sentences] if config.valid_sentences else valid
+
+
+def _choose_source_padding_injection(config, translator, valid):
     setting = str(config.source_padding_injection)
     if setting == "model":
         return {}
@@ -733,9 +764,7 @@ def choose_decoding(config, translator, valid):
         return {"source_padding_injection": {"chosen": int(setting), "by": "flag"}}
     from keras_attn_zoo.evaluation.source_padding import choose_source_padding_injection
 
-    if not valid:
-        raise SystemExit("--source-padding-injection valid needs a valid split.")
-    pairs = valid[: config.valid_sentences] if config.valid_sentences else valid
+    pairs = _valid_pairs_to_choose_on(config, valid, "--source-padding-injection valid")
     started = time.monotonic()
     choice = choose_source_padding_injection(translator, pairs,
                                              beam_size=config.beam_size,
@@ -744,6 +773,23 @@ def choose_decoding(config, translator, valid):
           f"{len(pairs)} pairs of {sorted(choice['by_value'])})")
     return {"source_padding_injection": {**choice, "by": "valid", "valid_pairs": len(pairs),
                                          "seconds": round(time.monotonic() - started, 1)}}
+
+
+def _choose_length_penalty(config, translator, valid):
+    choices = [float(value) for value in config.length_penalty_choices]
+    if not choices:
+        return {}
+    pairs = _valid_pairs_to_choose_on(config, valid, "--length-penalty-choices")
+    started = time.monotonic()
+    rows = search_grid(translator, pairs, [translator.beam_size], choices)
+    chosen = best_setting(rows)["length_penalty"]
+    translator.set_length_penalty(chosen)
+    print(f"length penalty: {chosen} (best valid BLEU on {len(pairs)} pairs at beam "
+          f"{translator.beam_size}: " + ", ".join(
+              f"{row['length_penalty']} -> {row['bleu']}" for row in rows) + ")")
+    return {"length_penalty_choice": {
+        "chosen": chosen, "by": "valid", "valid_pairs": len(pairs), "rows": rows,
+        "seconds": round(time.monotonic() - started, 1)}}
 
 
 def evaluate(config, translator, test, split="test"):
@@ -763,8 +809,8 @@ def evaluate(config, translator, test, split="test"):
     results = corpus_scores(hypotheses, [t for _, t in test])
     results.update(
         **{f"{split}_pairs": len(test)},
-        beam_size=config.beam_size,
-        length_penalty=config.length_penalty,
+        beam_size=translator.beam_size,
+        length_penalty=translator.length_penalty,
         decode_seconds=round(seconds, 1),
         decode_sentences_per_second=round(len(test) / max(seconds, 1e-9), 2),
         examples=[{"source": s, "reference": t, "translation": h}

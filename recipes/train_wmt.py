@@ -56,6 +56,14 @@ FALLBACK_SCHEDULE = (1e-3, 1000)  # other builders' presets (e.g. eager "paper")
 DEFAULT_BUDGET_MINUTES = 24.0
 
 
+def float_tuple(text):
+    """``"0.6,1.0"`` -> ``(0.6, 1.0)``; ``""`` -> ``()``."""
+    try:
+        return tuple(float(value) for value in text.split(",") if value.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected numbers separated by commas, got {text!r}")
+
+
 def parse_args(argv=None):
     """The flags as a `RunConfig` (the default budget and the preset's schedule applied)."""
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -134,6 +142,12 @@ def parse_args(argv=None):
     p.add_argument("--name", help="run name (default <model>-<preset>-<data>-<direction>)")
     p.add_argument("--beam-size", type=int, default=DEFAULT_BEAM_SIZE)
     p.add_argument("--length-penalty", type=float, default=DEFAULT_LENGTH_PENALTY)
+    p.add_argument("--length-penalty-choices", type=float_tuple, default=(),
+                   metavar="A,B,...",
+                   help="choose the GNMT length penalty among these by BLEU on the valid "
+                        "split (--valid-sentences of it) at --beam-size, after training "
+                        "and before the test evaluation and the export (default: none, "
+                        "--length-penalty; make train passes 0.6,1.0)")
     p.add_argument("--eval-limit", type=int,
                    help="evaluate on the first N test pairs only (smoke runs)")
     p.add_argument("--checkpoint-every", type=int, default=500)

@@ -266,6 +266,43 @@ def test_bad_early_stopping_flags_are_refused_before_any_work(corpus_files, tmp_
     assert not (tmp_path / "run").exists()
 
 
+
+def test_the_length_penalty_chosen_on_valid_is_the_test_evaluations(corpus_files, tmp_path):
+    """`--length-penalty-choices`: every choice searched on the valid split at the
+    run's beam, the best one's penalty then used by the test evaluation."""
+    results = workflow.training_run(run_config(
+        corpus_files, tmp_path / "run", "--beam-size", "2",
+        "--length-penalty-choices", "0.0,2.0", steps=2))
+    choice = results["length_penalty_choice"]
+    assert [row["length_penalty"] for row in choice["rows"]] == [0.0, 2.0]
+    assert {row["beam_size"] for row in choice["rows"]} == {2}
+    assert choice["valid_pairs"] == 6 and choice["by"] == "valid"
+    best = max(choice["rows"], key=lambda row: (row["bleu"], row["chrf"]))
+    assert choice["chosen"] == best["length_penalty"]
+    assert results["length_penalty"] == choice["chosen"] and results["beam_size"] == 2
+    assert results["test_pairs"] == 3
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--length-penalty-choices", "0.6,-1"], "--length-penalty-choices must be >= 0"),
+    (["--length-penalty-choices", "0.6,1.0"], "needs --beam-size >= 2"),  # run_config: beam 1
+    (["--model", "eager_translator", "--beam-size", "4", "--model-options",
+      "length_normalization=average", "--length-penalty-choices", "0.6,1.0"],
+     "length_normalization='average' ranks hypotheses without the GNMT length penalty"),
+])
+def test_length_penalty_choices_that_cannot_act_are_refused_before_any_work(
+        corpus_files, tmp_path, flags, message):
+    with pytest.raises(SystemExit, match=message):
+        workflow.training_run(run_config(corpus_files, tmp_path / "run", *flags))
+    assert not (tmp_path / "run").exists()
+
+
+def test_length_penalty_choices_must_be_numbers(corpus_files, tmp_path, capsys):
+    with pytest.raises(SystemExit):
+        run_config(corpus_files, tmp_path / "run", "--length-penalty-choices", "0.6,long")
+    assert "expected numbers separated by commas, got '0.6,long'" in capsys.readouterr().err
+
+
 def test_an_unknown_metric_is_refused_by_the_recipe(corpus_files, tmp_path, capsys):
     with pytest.raises(SystemExit):
         run_config(corpus_files, tmp_path / "run", "--valid-metric", "ter")

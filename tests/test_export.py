@@ -291,6 +291,36 @@ def test_versions_increment_and_failed_export_leaves_nothing(exported, tmp_path)
     assert sorted(p.name for p in base.iterdir()) == ["1", "2"]
 
 
+
+def test_a_length_penalty_set_after_tracing_is_the_default_search_and_the_exports(
+        exported, tmp_path):
+    """`set_length_penalty` (a run's choice on the valid split) reaches `translate`,
+    already traced with the old default, and the export: its signature and card."""
+    from keras_attn_zoo.data.vocabulary import load_tokenizer
+
+    translator, _, version_dir = exported
+    own = Translator(translator.model, load_tokenizer(version_dir / "assets" / "vocab.model"),
+                     length_penalty=0.0)  # the shared translator stays as it is
+    text = tf.constant(SENTENCES)
+    before = own.translate(text)["score"].numpy()
+    with pytest.raises(ValueError, match="length_penalty must be >= 0"):
+        own.set_length_penalty(-0.5)
+    own.set_length_penalty(2.0)
+    after = own.translate(text)
+    explicit = own.translate_with_options(text, **_options(beam=own.beam_size, alpha=2.0))
+    np.testing.assert_array_equal(after["translation"].numpy(),
+                                  explicit["translation"].numpy())
+    np.testing.assert_allclose(after["score"].numpy(), explicit["score"].numpy(), atol=1e-5)
+    # GNMT divides the log-probability by ((5 + length) / 6) ** alpha: alpha 2 vs 0
+    # changes every score of a non-empty hypothesis.
+    assert np.all(np.abs(after["score"].numpy() - before) > 1e-3)
+    path = export_saved_model(own, tmp_path / "penalty")
+    card = json.loads((path / "model_card.json").read_text())
+    assert card["defaults"]["length_penalty"] == 2.0
+    loaded = tf.saved_model.load(str(path)).signatures["translate"](text=text)
+    np.testing.assert_allclose(loaded["score"].numpy(), explicit["score"].numpy(), atol=1e-5)
+
+
 # ---- n-best, n-gram blocking, sampling and scoring signatures ------------------------
 
 

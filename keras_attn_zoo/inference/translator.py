@@ -271,6 +271,18 @@ class Translator(tf.Module):
         self.score = graph(self._score, _TEXT,
                            tf.TensorSpec([None], tf.string, name="target"))
 
+    def set_length_penalty(self, length_penalty):
+        """Makes ``length_penalty`` the default search's: ``translate``,
+        ``translate_texts`` and an export's ``translate`` signature and model card.
+
+        The default is a constant of the ``translate`` trace, so the functions are
+        traced anew (the decoding rules of the last ``retrace`` kept).
+        """
+        if float(length_penalty) < 0:
+            raise ValueError(f"length_penalty must be >= 0, got {length_penalty}.")
+        self.length_penalty = float(length_penalty)
+        self.retrace(self._logits_processor_override)
+
     def _logits_processor(self):
         """The rules a trace reads: ``retrace``'s override, else the model's."""
         if self._logits_processor_override is not None:
