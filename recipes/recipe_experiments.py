@@ -533,6 +533,10 @@ def table_markdown(results):
                       + ", ".join(f"{bleu:.2f} (seed {seed})" for seed, bleu in seeds)
                       + f", a spread of {max(values) - min(values):.2f}."]
     lines += converged_comparison(results)
+    # The one-change cells around `low-resource` against it, their own base.
+    around = [cell for cell in dict.fromkeys(r["cell"] for r in results)
+              if cell.startswith("low-resource-")]
+    lines += converged_comparison(results, base="low-resource", cells=around)
     signatures = sorted({r["valid"].get("sacrebleu_signature") for r in results} - {None})
     searches = sorted({(r["valid"].get("beam_size"), r["valid"].get("length_penalty"))
                        for r in results} - {(None, None)})
@@ -544,10 +548,11 @@ def table_markdown(results):
     return "\n".join(lines) + "\n"
 
 
-def converged_comparison(results):
-    """Lines comparing each cell with the default at convergence, seed by seed.
+def converged_comparison(results, base="default", cells=None):
+    """Lines comparing each of `cells` (default: every cell but `base`) with the
+    cell `base` at convergence, seed by seed.
 
-    A cell's converged result for seed s pairs with the default's converged
+    A cell's converged result for seed s pairs with the base's converged
     result for seed s (whatever their caps: both stopped by early stopping).
     Per cell: the per-seed differences in valid BLEU and chrF, their mean, and
     a one-sided paired t-test over the seeds that the cell is better (training
@@ -566,9 +571,11 @@ def converged_comparison(results):
                 chosen[r.get("seed")] = r
         return chosen
 
-    defaults = converged_by_seed("default")
+    defaults = converged_by_seed(base)
+    if cells is None:
+        cells = [cell for cell in dict.fromkeys(r["cell"] for r in results) if cell != base]
     rows = []
-    for cell in dict.fromkeys(r["cell"] for r in results if r["cell"] != "default"):
+    for cell in cells:
         pairs = sorted((seed, r, defaults[seed]) for seed, r in converged_by_seed(cell).items()
                        if seed in defaults)
         if not pairs:
@@ -581,7 +588,8 @@ def converged_comparison(results):
         return []
     tested = [index for index, row in enumerate(rows) if row[4] is not None]
     adjusted = dict(zip(tested, holm_bonferroni([rows[i][4] for i in tested])))
-    lines = ["", "At convergence against the default, seed by seed (valid split, each "
+    name = "the default" if base == "default" else f"`{base}`"
+    lines = ["", f"At convergence against {name}, seed by seed (valid split, each "
              "run's best checkpoint; p: one-sided paired t-test over the seeds that the "
              "cell is better, Holm-adjusted over the cells with two or more seeds):", "",
              "| cell | seeds | Δ BLEU per seed | mean Δ BLEU | p (Holm) | Δ chrF per seed "

@@ -289,6 +289,18 @@ def test_the_table_compares_converged_cells_with_the_default_seed_by_seed(tmp_pa
                           "+1.00, +0.50 | +0.75 |"), row
     assert "| vocab-4000 | 0 | -0.50 | -0.50 | - |" in text
     assert "| dropout-0.3 | 0 |" not in text
+    assert "against `low-resource`" not in text  # no cell around it yet
+
+    # A one-change cell around `low-resource` is compared with it too, seed by seed.
+    write("low-resource-heads-2", 0, 24000, 6.9, 26.1)
+    write("low-resource-heads-2", 1, 24000, 7.2, 25.2)
+    assert RUNNER.main(["--table", "--results-dir", str(results)]) == 0
+    around = (results / "TABLE.md").read_text().split(
+        "At convergence against `low-resource`, seed by seed")[1]
+    # +0.4 and +0.2: t = 0.3 / (0.1414 / sqrt 2) = 3.0, one-sided p (1 df) 0.102.
+    assert "| low-resource-heads-2 | 0, 1 | +0.40, +0.20 | +0.30 | 0.102 (0.102) | " \
+           "+0.10, -0.10 | +0.00 |" in around
+    assert "| low-resource | " not in around and "| vocab-4000 |" not in around
 
 
 def test_cells_base_and_extra_cells_make_the_configs(tmp_path):
