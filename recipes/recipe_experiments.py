@@ -157,6 +157,10 @@ CELLS = {
     "low-resource-4-layers": _low_resource_model("num_encoder_layers=4;num_decoder_layers=4"),
     "low-resource-dropout-0.2": _low_resource_model("dropout=0.2"),
     "low-resource-learning-rate-1e-3": {**LOW_RESOURCE, "learning_rate": 1e-3},
+    # The two changes that each beat `low-resource` on both of their seeds
+    # (+0.30 and +0.27 valid BLEU on average, neither established), together.
+    "low-resource-label-smoothing-0.2-ffn-512": {
+        **_low_resource_model("intermediate_dim=512"), "label_smoothing": 0.2},
     # The dictionary's 318,723 phrases (762,483 target words) beside the 15,942
     # sentences (132,775), each sentence 5 times an epoch: 47% of the target
     # words are sentences' (at 2,000 steps, all mixed in once, they crowded the
