@@ -281,14 +281,46 @@ def start_run():
             "load_average_at_start": load_average()}
 
 
+# What an example translation (`workflow.evaluate`'s "examples") quotes from the
+# corpus. Results files are committed and the corpus is not (Ding is GPL-2+ and
+# installed by `make corpus`), so they keep the sentence's index instead.
+CORPUS_TEXT_KEYS = ("source", "reference")
+
+
+def without_corpus_text(value):
+    """``value`` with the corpus sentences left out of every example list.
+
+    An example list is a list of dicts under a key ending in ``examples``; each of
+    its dicts loses ``source`` and ``reference`` and gains ``index``, the sentence's
+    position in the split it was translated from (every writer shows the split's
+    first sentences), unless it has one. Model outputs and everything else stay.
+    """
+    if isinstance(value, dict):
+        return {key: (_examples_without_corpus_text(item)
+                      if key.endswith("examples") and isinstance(item, list)
+                      else without_corpus_text(item))
+                for key, item in value.items()}
+    if isinstance(value, list):
+        return [without_corpus_text(item) for item in value]
+    return value
+
+
+def _examples_without_corpus_text(examples):
+    return [{"index": index,
+             **{key: item for key, item in example.items() if key not in CORPUS_TEXT_KEYS}}
+            if isinstance(example, dict) else example
+            for index, example in enumerate(examples)]
+
+
 def write_results(name, results, output_dir=None, smoke=False, run=None):
     """Writes ``results`` (a JSON-able dict) to ``<output_dir>/<name>-<date>.json``.
 
     Adds ``machine`` (with the load average now), and, given the ``run`` of
-    :func:`start_run`, ``date``, ``load_average_at_start`` and ``wall_seconds``.
+    :func:`start_run`, ``date``, ``load_average_at_start`` and ``wall_seconds``;
+    leaves out the corpus sentences of its examples (:func:`without_corpus_text`).
     The file is written under a temporary name and renamed.
     """
-    results = dict(results)
+    results = without_corpus_text(dict(results))
     results.setdefault("benchmark", name)
     results.setdefault("smoke", bool(smoke))
     results["machine"] = {**machine_info(), **results.get("machine", {})}

@@ -464,7 +464,9 @@ def score_test(cell, args):
               "model": str(model_path), "averaged_steps": averaged,
               "chosen_on_valid": choice,
               "date": datetime.datetime.now().isoformat(timespec="seconds"), **scores}
-    write_atomically(path, json.dumps(result, indent=2, ensure_ascii=False) + "\n")
+    # Committed beside the cells: the examples keep their translations, not Ding's text.
+    write_atomically(path, json.dumps(common.without_corpus_text(result), indent=2,
+                                      ensure_ascii=False) + "\n")
     print(f"{cell}: TEST BLEU {scores['bleu']} chrF {scores['chrf']} -> {path}")
     return result
 

@@ -202,6 +202,34 @@ def test_common_helpers():
     assert table.splitlines() == ["   X  Y", "----  -", "1.50  -"]
 
 
+def test_results_files_keep_translations_but_not_the_corpus_sentences(tmp_path):
+    """Examples lose their source and reference (Ding is not committed) for their index
+    in the split; model outputs, an example's own index and a "source" outside an
+    example list (a path) stay; `write_results` writes it so."""
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import common
+
+    record = {
+        "examples": [{"source": "Guten Tag.", "reference": "Hello.", "translation": "Hi."},
+                     {"source": "Danke.", "reference": "Thanks.", "translation": "Thank."}],
+        "ours": {"peer_examples": [{"index": 7, "source": "Ja.", "savedmodel": "Yes.",
+                                    "ct2-int8": "Yes"}]},
+        "report": {"source": "runs/cell/report.json", "bleu": 5.1},
+        "rows": [{"examples": [{"reference": "No.", "translation": "Nope."}]}],
+    }
+    expected = {
+        "examples": [{"index": 0, "translation": "Hi."}, {"index": 1, "translation": "Thank."}],
+        "ours": {"peer_examples": [{"index": 7, "savedmodel": "Yes.", "ct2-int8": "Yes"}]},
+        "report": {"source": "runs/cell/report.json", "bleu": 5.1},
+        "rows": [{"examples": [{"index": 0, "translation": "Nope."}]}],
+    }
+    assert common.without_corpus_text(record) == expected
+    assert record["examples"][0]["source"] == "Guten Tag."  # the caller's dict is not changed
+    path = common.write_results("redaction", record, output_dir=tmp_path)
+    written = json.loads(path.read_text(encoding="utf-8"))
+    assert {key: written[key] for key in expected} == expected
+
+
 def test_data_bound_counts_seen_ngrams_and_retrieves_the_closest_training_pair():
     """Coverage counts n-gram tokens (repeats too) against the training side; the
     retrieval baseline returns the target of the training source sharing the rarest

@@ -2,6 +2,7 @@
 
 import gzip
 import importlib.util
+import json
 import os
 import pathlib
 import random
@@ -357,6 +358,61 @@ def test_real_corpus_phrases():
     total_phrases = sum(counts["phrases"] for counts in statistics["counts"].values())
     assert total_phrases > 150_000
     assert statistics["lines_skipped"] < 100
+
+
+def _committed_strings(path: pathlib.Path):
+    """The text of a committed file that could quote the corpus: every string of a JSON
+    file except the model outputs of its example lists (a translation may repeat a
+    training sentence it learned by heart), the whole text of any other text file."""
+    if path.suffix in {".png", ".npz", ".gz", ".model", ".keras"}:
+        return  # images, arrays, tokenizer models, the leaderboard's stored translations
+    text = path.read_text(encoding="utf-8", errors="replace")
+    if path.suffix != ".json":
+        yield text
+        return
+
+    def walk(value, example_list=False):
+        if isinstance(value, str):
+            yield value
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                yield from walk(item, example_list=key.endswith("examples"))
+        elif isinstance(value, list):
+            for item in value:
+                if example_list and isinstance(item, dict):  # only its corpus keys
+                    yield from (item[key] for key in ("source", "reference") if key in item)
+                else:
+                    yield from walk(item)
+
+    yield from walk(json.loads(text))
+
+
+def test_no_committed_file_quotes_the_corpus():
+    # The corpus is GPL-2+ and installed by `make corpus`, never committed: no tracked
+    # file (results, docs, code) holds a Ding example sentence of 30 characters or more.
+    try:
+        path = ding.ensure_ding_file()
+    except FileNotFoundError as error:
+        pytest.skip(str(error))
+    listed = subprocess.run(["git", "ls-files", "-z"], cwd=REPOSITORY, capture_output=True)
+    if listed.returncode != 0:
+        pytest.skip("not a git checkout")
+    width = 30
+    by_prefix = {}
+    for split in ding.SPLITS:
+        for pair in ding.ding_corpus(split, "sentences", path=path):
+            for sentence in pair:
+                if len(sentence) >= width:
+                    by_prefix.setdefault(sentence[:width], set()).add(sentence)
+    assert len(by_prefix) > 10_000
+    quoted = {}
+    for name in filter(None, listed.stdout.decode().split("\0")):
+        for text in _committed_strings(REPOSITORY / name):
+            for start in range(len(text) - width + 1):
+                for sentence in by_prefix.get(text[start:start + width], ()):
+                    if text.startswith(sentence, start):
+                        quoted.setdefault(name, []).append(sentence)
+    assert not quoted, f"committed files quote the Ding corpus: {quoted}"
 
 
 # ---------------------------------------------------------------------------------------------

@@ -168,6 +168,8 @@ def test_score_test_scores_the_test_split_once(one_cell, tiny_parallel_corpus,
     assert (result["beam_size"], result["length_penalty"]) == (8, 1.0)
     assert result["chosen_on_valid"]["weights"] == "mean_of_best"
     assert result["averaged_steps"] == valid["mean_of_best_steps"]
+    # Committed beside the cells: the translations stay, the corpus's sentences do not.
+    assert [sorted(example) for example in result["examples"]] == [["index", "translation"]] * 3
     # What translated the test split is the mean of the 4 best checkpoints.
     run_dir = directory / "runs" / "default-seed0-5steps"
     mean = keras.saving.load_model(run_dir / "model.keras", compile=False)
