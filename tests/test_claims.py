@@ -12,6 +12,7 @@ import pytest
 from keras_attn_zoo.evaluation import claims
 from keras_attn_zoo.evaluation.claims import ran
 from keras_attn_zoo.evaluation.claims import weighted
+from keras_attn_zoo.evaluation.claims.bahdanau import HEATMAP_PAIRS
 from keras_attn_zoo.evaluation.significance import CONFIRMED
 from keras_attn_zoo.evaluation.significance import INCONCLUSIVE
 from keras_attn_zoo.evaluation.significance import NOT_CONFIRMED
@@ -186,6 +187,13 @@ def test_bahdanau_probe_aer_and_heat_maps(tiny_tokenizer, tmp_path):
                                 model_name="RNNsearch", make_batch=make_batch,
                                 source_links=disjoint)
     assert result["aer"]["aer"] == 1.0
+    # The maps are drawn on the hand-written pairs (committed with the cells; the test
+    # split is not), the same whichever test pairs are probed.
+    one = claims.probe_model(model, tiny_tokenizer, PAIRS[:1], tmp_path / "c",
+                             model_name="RNNsearch", make_batch=make_batch)
+    assert one["files"] == result["files"] and len(one["files"]) == len(HEATMAP_PAIRS)
+    for name in one["files"]:
+        assert (tmp_path / "c" / name).read_bytes() == (tmp_path / "b" / name).read_bytes()
     with pytest.raises(ValueError, match="2 source links for 5 pairs"):
         claims.probe_model(model, tiny_tokenizer, PAIRS, tmp_path, model_name="x",
                            make_batch=make_batch, source_links=lines[:2])
