@@ -27,6 +27,11 @@ cell's valid results chose over its seeds (`chosen_search`).
     python recipes/recipe_experiments.py --table              # TABLE.md from the results
     python recipes/recipe_experiments.py --plot               # learning curves PNG
     python recipes/recipe_experiments.py --score-test vocab-4000   # once, at the end
+    python recipes/recipe_experiments.py --partial --cells vocab-4000 --note "1 thread"
+
+`--partial` records an unfinished cell's valid curve so far (from its run
+directory; no training) in `<results-dir>/partial/`, so that a run longer than a
+session leaves a committed trace.
 
 Resumable: a cell's result goes to
 `benchmarks/results/recipe/<cell>-seed<seed>-<steps>steps.json` (written under a
@@ -60,6 +65,7 @@ from keras_attn_zoo import workflow  # noqa: E402
 from keras_attn_zoo.training import select_strategy  # noqa: E402
 from keras_attn_zoo.training.curve import LearningCurve  # noqa: E402
 from keras_attn_zoo.training.curve import read_curve  # noqa: E402
+from keras_attn_zoo.training.curve import clock_seconds  # noqa: E402
 from keras_attn_zoo.evaluation.scores import best_setting  # noqa: E402
 from keras_attn_zoo.evaluation.scores import search_grid  # noqa: E402
 from keras_attn_zoo.files import write_atomically  # noqa: E402
@@ -374,6 +380,49 @@ def run_cell(cell, overrides, args, base, machine):
     valid = record["valid"]
     print(f"{cell}: valid BLEU {valid.get('bleu')} chrF {valid.get('chrf')} -> {path}")
     return result
+
+
+# ---- an unfinished cell's curve so far --------------------------------------------------------
+
+
+def record_partial(cell, args, machine):
+    """Writes the valid curve and early-stopping state of `cell`'s unfinished run
+    (`<results-dir>/partial/<cell>-seed<seed>-curve-<date>.json`); returns the path."""
+    name = run_id(cell, args.seed, args.steps)
+    if (pathlib.Path(args.results_dir) / f"{name}.json").exists():
+        raise SystemExit(f"{cell} (seed {args.seed}, {args.steps} steps) has finished: its "
+                         f"result is {pathlib.Path(args.results_dir) / (name + '.json')}.")
+    run_dir = pathlib.Path(args.runs_dir) / name
+    curve = read_curve(run_dir / "curve.jsonl")
+    if not curve:
+        raise SystemExit(f"{run_dir} holds no valid curve: {cell} has not been evaluated "
+                         "yet on this machine (or its run directory is elsewhere: --runs-dir).")
+    state_path = run_dir / "early_stopping.json"
+    state = json.loads(state_path.read_text()) if state_path.exists() else None
+    best = max(curve, key=lambda point: (point["bleu"], -point["step"]))
+    record = {
+        "cell": cell,
+        "seed": args.seed,
+        "status": (f"not converged at step {curve[-1]['step']}: unfinished; its checkpoints "
+                   "stay on the machine that trains it (resumable there with the command)"),
+        "command": (f"recipes/recipe_experiments.py --cells {cell} --seed {args.seed} "
+                    f"--steps {args.steps}"),
+        "metric": "greedy valid BLEU / chrF, all valid sentences (early stopping's evaluations)",
+        "best_so_far": {"step": best["step"], "bleu": best["bleu"], "chrf": best["chrf"]},
+        "note": args.note,
+        "early_stopping_state": state,
+        "curve": curve,
+        "training_seconds_at_last_checkpoint": round(clock_seconds(run_dir), 1),
+        "machine": machine,
+        "date": datetime.datetime.now().isoformat(timespec="seconds"),
+    }
+    path = (pathlib.Path(args.results_dir) / "partial"
+            / f"{cell}-seed{args.seed}-curve-{datetime.date.today()}.json")
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, json.dumps(record, indent=1) + "\n")
+    print(f"{cell}: step {curve[-1]['step']}, best greedy valid BLEU {best['bleu']} at "
+          f"{best['step']} -> {path}")
+    return path
 
 
 # ---- the test split, once ---------------------------------------------------------------------
@@ -692,6 +741,12 @@ def parse_args(argv=None):
     p.add_argument("--score-test", metavar="CELL",
                    help="score the test split once with CELL's trained model, with "
                         "the weights and search its valid results chose")
+    p.add_argument("--partial", action="store_true",
+                   help="record the valid curve so far of the --cells' unfinished runs "
+                        "in <results-dir>/partial/ (no training)")
+    p.add_argument("--note", default="",
+                   help="with --partial: how the run trained (threads, pauses), kept in "
+                        "the record")
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error("--steps must be >= 1")
@@ -719,6 +774,17 @@ def main(argv=None):
     if args.list:
         for name in names:
             print(f"{name}: {describe(resolve(cells[name], args.steps))}")
+        return 0
+    if args.partial:
+        if not args.cells:
+            raise SystemExit("--partial wants --cells: the unfinished cells to record.")
+        machine = common.machine_info()
+        if not args.no_matmul_rate:
+            machine["matmul_gflops"] = round(common.matmul_rate(size=1024, repeats=3,
+                                                                chain=4)["gflops"], 1)
+        machine["load_average"] = common.load_average()
+        for name in names:
+            record_partial(name, args, machine)
         return 0
     pending = [name for name in names if not (pathlib.Path(args.results_dir) / (
         run_id(name, args.seed, args.steps) + ".json")).exists()]

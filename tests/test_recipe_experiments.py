@@ -7,6 +7,7 @@ table and the plot are built from result files alone.
 """
 
 import json
+import shutil
 
 import keras
 import numpy as np
@@ -138,6 +139,35 @@ def test_a_rerun_skips_a_finished_cell(one_cell, monkeypatch, capsys):
                                          "its own --results-dir"):
         RUNNER.main(flags + ["--cells", "default", "--base", "model=bahdanau_rnn"])
     assert (path.read_bytes(), path.stat().st_mtime_ns) == before
+
+
+def test_partial_records_an_unfinished_cells_curve_from_its_run_directory(one_cell):
+    flags, directory, _, _ = one_cell
+    # The finished cell has its result: nothing partial to record.
+    with pytest.raises(SystemExit, match="default .* has finished"):
+        RUNNER.main(flags + ["--partial", "--cells", "default"])
+    # The same run's directory as an unfinished cell's (killed before its result file).
+    finished = directory / "runs" / "default-seed0-5steps"
+    shutil.copytree(finished, directory / "runs" / "vocab-4000-seed0-5steps")
+    assert RUNNER.main(flags + ["--partial", "--cells", "vocab-4000",
+                                "--note", "one thread"]) == 0
+    [path] = (directory / "results" / "partial").glob("vocab-4000-seed0-curve-*.json")
+    record = json.loads(path.read_text())
+    curve = [json.loads(line) for line in (finished / "curve.jsonl").read_text().splitlines()]
+    assert record["curve"] == curve and len(curve) == 5
+    best = max(curve, key=lambda point: (point["bleu"], -point["step"]))
+    assert record["best_so_far"] == {key: best[key] for key in ("step", "bleu", "chrf")}
+    assert record["early_stopping_state"] == json.loads(
+        (finished / "early_stopping.json").read_text())
+    assert record["status"].startswith("not converged at step 5: unfinished")
+    assert record["note"] == "one thread" and record["training_seconds_at_last_checkpoint"] >= 0
+    assert len(record["machine"]["load_average"]) == 3
+    assert not (directory / "results" / "vocab-4000-seed0-5steps.json").exists()
+    # A cell that has not been evaluated here: a clear error, no file.
+    with pytest.raises(SystemExit, match="holds no valid curve"):
+        RUNNER.main(flags + ["--partial", "--cells", "dropout-0.3"])
+    with pytest.raises(SystemExit, match="--partial wants --cells"):
+        RUNNER.main(flags + ["--partial"])
 
 
 def test_score_test_scores_the_test_split_once(one_cell, tiny_parallel_corpus,
