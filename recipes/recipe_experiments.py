@@ -754,6 +754,15 @@ def parse_args(argv=None):
     return args
 
 
+def measured_machine(with_matmul_rate):
+    """`common.machine_info()`, with its float32 matmul rate when asked (about a second)."""
+    machine = common.machine_info()
+    if with_matmul_rate:
+        rate = common.matmul_rate(size=1024, repeats=3, chain=4)
+        machine["matmul_gflops"] = round(rate["gflops"], 1)
+    return machine
+
+
 def main(argv=None):
     args = parse_args(argv)
     if args.table or args.plot:
@@ -778,20 +787,14 @@ def main(argv=None):
     if args.partial:
         if not args.cells:
             raise SystemExit("--partial wants --cells: the unfinished cells to record.")
-        machine = common.machine_info()
-        if not args.no_matmul_rate:
-            machine["matmul_gflops"] = round(common.matmul_rate(size=1024, repeats=3,
-                                                                chain=4)["gflops"], 1)
-        machine["load_average"] = common.load_average()
+        machine = dict(measured_machine(not args.no_matmul_rate),
+                       load_average=common.load_average())
         for name in names:
             record_partial(name, args, machine)
         return 0
     pending = [name for name in names if not (pathlib.Path(args.results_dir) / (
         run_id(name, args.seed, args.steps) + ".json")).exists()]
-    machine = common.machine_info()
-    if pending and not args.no_matmul_rate:
-        rate = common.matmul_rate(size=1024, repeats=3, chain=4)
-        machine["matmul_gflops"] = round(rate["gflops"], 1)
+    machine = measured_machine(pending and not args.no_matmul_rate)
     for name in names:
         run_cell(name, cells[name], args, args.base, machine)
     write_table(args.results_dir)
