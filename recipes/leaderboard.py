@@ -87,7 +87,8 @@ VARIANT_FLAGS = {
 # recipe search (recipes/recipe_experiments.py, docs/measurements.md), RNNsearch's
 # and the eager translator's by their own grids. "default" until a family's is chosen:
 # low-resource beat the default at convergence on three seeds (+0.65 valid BLEU,
-# one-sided paired t p 0.010; docs/measurements.md).
+# one-sided paired t p 0.010; docs/measurements.md), and is frozen for the table:
+# cells resume only under their recipe (docs/leaderboard.md).
 FAMILY_RECIPES = {"transformer": "low-resource", "rnnsearch": "default", "eager": "default"}
 # The family of a builder; every other builder is the Transformer family's.
 BUILDER_FAMILIES = {"bahdanau_rnn": "rnnsearch", "eager_translator": "eager"}
