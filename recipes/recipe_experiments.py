@@ -680,25 +680,42 @@ def write_table(results_dir):
     return text
 
 
-def write_plot(results_dir, path=None):
-    from keras_attn_zoo.evaluation.plots import plot_learning_curves
+def plot_curves(results):
+    """The learning curves of the cells judged at convergence, and their legend groups.
 
-    curves = {}
-    results = load_results(results_dir)
-    runs_of = collections.Counter((r["cell"], r.get("seed", 0)) for r in results)
-    for r in results:
-        label = r["cell"] + ("" if r.get("seed", 0) == 0 else f" seed {r['seed']}")
-        if runs_of[r["cell"], r.get("seed", 0)] > 1:  # the same cell under two caps
-            label += f" (cap {r.get('steps_budget')})"
+    Returns `(curves, groups)` for `plot_learning_curves`: one curve per run of
+    a cell trained under early stopping (greedy BLEU on all 1,200 valid
+    sentences, then beam 4 on them at its end), its seeds one colour and one
+    legend entry. The 2,000-step cells from before early stopping scored the
+    first 100 valid sentences only, a different scale, and are left out.
+    """
+    converged = [r for r in results if r.get("stop_reason") is not None]
+    largest_cap = {}
+    for r in converged:
+        largest_cap[r["cell"]] = max(largest_cap.get(r["cell"], 0), r.get("steps_budget", 0))
+    curves, groups = {}, {}
+    for r in converged:
+        group = r["cell"]
+        if r.get("steps_budget", 0) < largest_cap[r["cell"]]:  # an earlier, shorter cap
+            group += f" (cap {r.get('steps_budget')})"
+        label = f"{group} seed {r.get('seed', 0)}"
         points = list(r.get("learning_curve") or [])
         minutes = None if r.get("train_seconds") is None else r["train_seconds"] / 60
         points.append({"step": r.get("steps"), "minutes": minutes,
                        "bleu": r["valid"].get("bleu"), "chrf": r["valid"].get("chrf")})
-        curves[label] = points
+        curves[label], groups[label] = points, group
+    return curves, groups
+
+
+def write_plot(results_dir, path=None):
+    from keras_attn_zoo.evaluation.plots import plot_learning_curves
+
+    curves, groups = plot_curves(load_results(results_dir))
     path = pathlib.Path(path or pathlib.Path(results_dir) / "learning_curves.png")
-    plot_learning_curves(curves, path, title="dev BLEU during training (2,000-step cells: first "
-                                             "100 valid sentences; converged cells: all 1,200, "
-                                             "greedy); last point: beam 4 on all of them")
+    plot_learning_curves(curves, path, groups=groups,
+                         title="valid BLEU during training, cells trained to convergence "
+                               "(greedy, all 1,200 sentences; last point: beam 4); "
+                               "one colour per cell, its seeds alike")
     print(f"plot: {path}")
     return path
 

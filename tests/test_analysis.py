@@ -273,6 +273,8 @@ def test_report_figures_are_written_and_listed(tmp_path):
 
 
 def test_learning_curves_of_many_seeds_share_a_colour_and_a_legend_entry_per_model():
+    import matplotlib.colors
+
     from keras_attn_zoo.evaluation import plots
 
     curve = [{"step": 100, "minutes": 1.0, "bleu": 1.0}, {"step": 200, "minutes": 2.0,
@@ -287,6 +289,10 @@ def test_learning_curves_of_many_seeds_share_a_colour_and_a_legend_entry_per_mod
     # Without groups: a line and a legend entry per run.
     figure = plots.learning_curves_figure({name: curve for name in names})
     assert len(figure.axes[1].get_legend().get_texts()) == 4
+    # Twelve models: twelve colours, none repeated (ten default colours would be).
+    many = {f"model {index}": curve for index in range(12)}
+    lines = plots.learning_curves_figure(many).axes[1].get_lines()
+    assert len({matplotlib.colors.to_rgba(line.get_color()) for line in lines}) == 12
 
 
 def test_attention_maps_of_every_slot_match_the_model():

@@ -293,6 +293,24 @@ def test_table_and_plot_from_the_result_files_alone(tmp_path):
             "9.25 (seed 1), a spread of 0.75.") in text
 
 
+def test_the_plot_draws_the_converged_cells_their_seeds_as_one_group():
+    def result(cell, seed, cap, stop_reason="converged"):
+        return dict(fake_result(cell, 7.0, 26.0, cell), seed=seed, steps=cap // 2,
+                    steps_budget=cap, stop_reason=stop_reason)
+
+    curves, groups = RUNNER.plot_curves([
+        fake_result("default", 5.0, 23.0, "(default)"),  # 2,000 steps, 100 sentences
+        result("low-resource", 0, 12000, "max_steps"), result("low-resource", 0, 24000),
+        result("low-resource", 1, 24000), result("low-resource-3-layers", 0, 24000)])
+    assert groups == {"low-resource (cap 12000) seed 0": "low-resource (cap 12000)",
+                      "low-resource seed 0": "low-resource",
+                      "low-resource seed 1": "low-resource",
+                      "low-resource-3-layers seed 0": "low-resource-3-layers"}
+    # Each curve ends with the beam-4 score of its best checkpoint at its last step.
+    assert curves["low-resource seed 1"][-1] == {"step": 12000, "minutes": 10.0,
+                                                 "bleu": 7.0, "chrf": 26.0}
+
+
 def test_the_table_compares_converged_cells_with_the_default_seed_by_seed(tmp_path):
     results = tmp_path / "results"
     results.mkdir()

@@ -302,9 +302,19 @@ def plot_learning_curves(curves, path, title=None, metric="bleu", groups=None):
     return _write_figure(learning_curves_figure(curves, title, metric, groups), path)
 
 
+def _tab20(index):
+    from matplotlib import colormaps
+
+    return colormaps["tab20"](index)
+
+
 def learning_curves_figure(curves, title=None, metric="bleu", groups=None):
     """The figure of `plot_learning_curves` (same arguments), not written."""
     group_of, colours = groups or {}, {}
+    # Ten colours repeat beyond ten groups; tab20 keeps up to twenty apart.
+    palette = ([f"C{index}" for index in range(10)]
+               if len({group_of.get(name, name) for name in curves}) <= 10
+               else [_tab20(index) for index in range(20)])
     figure = _figure(12 if groups else 11, 4.2)
     label = "BLEU" if metric == "bleu" else "chrF" if metric == "chrf" else metric
     for position, axis in enumerate(("minutes", "step")):
@@ -318,7 +328,7 @@ def learning_curves_figure(curves, title=None, metric="bleu", groups=None):
             group = group_of.get(name, name)
             axes.plot([p[axis] for p in points], [p[metric] for p in points],
                       marker="o", markersize=3, linewidth=1, color=colours.setdefault(
-                          group, f"C{len(colours) % 10}"),
+                          group, palette[len(colours) % len(palette)]),
                       label=None if group in labelled else group)
             labelled.add(group)
         axes.set_xlabel("training minutes" if axis == "minutes" else "steps")
