@@ -47,6 +47,9 @@ page's generated leaderboard section (any markdown file with the markers).
 by round, with the scored models (``speed-seed<N>.json``; the speed claims read it);
 ``--retime-decoding`` times finished cells' decoding against speed peers trained
 after them, in one process, as a cell would have.
+``--partial`` records the valid curve so far of each unfinished cell of
+``--models``/``--seeds`` (``<results-dir>/partial/<model>-seed<N>-curve-<date>.json``):
+a cell's checkpoints stay on the machine that trains it, its curve in the repository.
 
 This file is the command: its flags, each cell's train_wmt flags (`cell_config`)
 and the order of the work. The work is `keras_attn_zoo.leaderboard` (`cells`,
@@ -167,6 +170,12 @@ def parse_args(argv=None):
                         help="train nothing: time the decoding of every model of each "
                              "seed in one process, round by round, with the scored "
                              "models (speed-seed<N>.json); then the report")
+    parser.add_argument("--partial", action="store_true",
+                        help="train nothing: record each unfinished cell's valid curve so "
+                             "far (from its run directory) in <results-dir>/partial/, so a "
+                             "cell longer than a session leaves a committed trace")
+    parser.add_argument("--note", default="",
+                        help="with --partial: how the cell trained (threads, pauses)")
     parser.add_argument("--retime-decoding", action="store_true",
                         help="train nothing: time finished cells' decoding against the "
                              "speed peers (Transformer, RNNsearch) they were not timed "
@@ -265,6 +274,46 @@ def cell_config(args, model, seed):
     return parse_train_args(argv)
 
 
+def record_partial_cells(args):
+    """`--partial`: each unfinished cell's curve so far, beside the finished cells' files."""
+    import datetime
+    import json
+
+    from keras_attn_zoo.files import write_atomically
+    from keras_attn_zoo.leaderboard.cells import CELL_FILE
+    from keras_attn_zoo.leaderboard.cells import cell_dir
+    from keras_attn_zoo.training.curve import run_so_far
+
+    machine = machine_speed()
+    for seed in args.seeds:
+        for model in args.models:
+            if (cell_dir(args.results_dir, model, seed) / CELL_FILE).exists():
+                print(f"{model} seed {seed}: finished, nothing partial to record")
+                continue
+            try:
+                so_far = run_so_far(cell_dir(args.output_dir, model, seed))
+            except ValueError as error:
+                print(f"{model} seed {seed}: {error}")
+                continue
+            last = so_far["curve"][-1]["step"]
+            record = {"model": model, "seed": seed, "budget": args.budget,
+                      "recipe": recipe_of(args, model),
+                      "status": (f"not finished at step {last}: its checkpoints stay on the "
+                                 "machine that trains it (resumable there with the command)"),
+                      "command": (f"recipes/leaderboard.py --models {model} --seeds {seed} "
+                                  f"--protocol {args.protocol}"),
+                      "metric": "greedy valid BLEU / chrF (early stopping's evaluations)",
+                      "note": args.note, **so_far, "machine": machine,
+                      "date": datetime.datetime.now().isoformat(timespec="seconds")}
+            path = (args.results_dir / "partial"
+                    / f"{model}-seed{seed}-curve-{datetime.date.today()}.json")
+            path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomically(path, json.dumps(record, indent=1) + "\n")
+            best = so_far["best_so_far"]
+            print(f"{model} seed {seed}: step {last}, best greedy valid BLEU {best['bleu']} "
+                  f"at {best['step']} -> {path}")
+
+
 def command_line():
     return " ".join([pathlib.Path(sys.argv[0]).name] + sys.argv[1:])
 
@@ -291,6 +340,9 @@ def main(argv=None):
     board = leaderboard_of(args)
     if args.align_gold:
         print(f"gold links: {leaderboard.align_gold(board)}")
+        return
+    if args.partial:
+        record_partial_cells(args)
         return
     if args.time_seeds:
         leaderboard.time_seeds(board)

@@ -65,7 +65,7 @@ from keras_attn_zoo import workflow  # noqa: E402
 from keras_attn_zoo.training import select_strategy  # noqa: E402
 from keras_attn_zoo.training.curve import LearningCurve  # noqa: E402
 from keras_attn_zoo.training.curve import read_curve  # noqa: E402
-from keras_attn_zoo.training.curve import clock_seconds  # noqa: E402
+from keras_attn_zoo.training.curve import run_so_far  # noqa: E402
 from keras_attn_zoo.evaluation.scores import best_setting  # noqa: E402
 from keras_attn_zoo.evaluation.scores import search_grid  # noqa: E402
 from keras_attn_zoo.files import write_atomically  # noqa: E402
@@ -397,14 +397,11 @@ def record_partial(cell, args, machine):
     if (pathlib.Path(args.results_dir) / f"{name}.json").exists():
         raise SystemExit(f"{cell} (seed {args.seed}, {args.steps} steps) has finished: its "
                          f"result is {pathlib.Path(args.results_dir) / (name + '.json')}.")
-    run_dir = pathlib.Path(args.runs_dir) / name
-    curve = read_curve(run_dir / "curve.jsonl")
-    if not curve:
-        raise SystemExit(f"{run_dir} holds no valid curve: {cell} has not been evaluated "
-                         "yet on this machine (or its run directory is elsewhere: --runs-dir).")
-    state_path = run_dir / "early_stopping.json"
-    state = json.loads(state_path.read_text()) if state_path.exists() else None
-    best = max(curve, key=lambda point: (point["bleu"], -point["step"]))
+    try:
+        so_far = run_so_far(pathlib.Path(args.runs_dir) / name)
+    except ValueError as error:
+        raise SystemExit(f"{cell}: {error} (--runs-dir)") from None
+    curve, best = so_far["curve"], so_far["best_so_far"]
     record = {
         "cell": cell,
         "seed": args.seed,
@@ -413,11 +410,8 @@ def record_partial(cell, args, machine):
         "command": (f"recipes/recipe_experiments.py --cells {cell} --seed {args.seed} "
                     f"--steps {args.steps}"),
         "metric": "greedy valid BLEU / chrF, all valid sentences (early stopping's evaluations)",
-        "best_so_far": {"step": best["step"], "bleu": best["bleu"], "chrf": best["chrf"]},
         "note": args.note,
-        "early_stopping_state": state,
-        "curve": curve,
-        "training_seconds_at_last_checkpoint": round(clock_seconds(run_dir), 1),
+        **so_far,
         "machine": machine,
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
     }

@@ -324,6 +324,37 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
     assert cells.remaining_cap_minutes(run_dir, 20.0) == pytest.approx(1e-3)
 
 
+def test_partial_records_the_unfinished_cells_curves_only(tmp_path, monkeypatch):
+    from tests.conftest import load_recipe
+
+    monkeypatch.syspath_prepend(str(REPO / "recipes"))  # it imports train_wmt
+    leaderboard = load_recipe("leaderboard")
+    runs, results = tmp_path / "runs", tmp_path / "results"
+    curve = [{"step": 500, "bleu": 1.5, "chrf": 12.0, "minutes": 4.0},
+             {"step": 1000, "bleu": 3.25, "chrf": 18.5, "minutes": 8.0},
+             {"step": 1500, "bleu": 3.25, "chrf": 19.0, "minutes": 12.0}]
+    for model in ("transformer", "RAN-E"):  # both trained part of the way here
+        run = runs / model / "seed0"
+        run.mkdir(parents=True)
+        (run / "curve.jsonl").write_text("".join(json.dumps(p) + "\n" for p in curve))
+        (run / "progress.json").write_text(json.dumps({"1500": {"seconds": 720.5}}))
+    (results / "RAN-E" / "seed0").mkdir(parents=True)
+    (results / "RAN-E" / "seed0" / "cell.json").write_text("{}")  # RAN-E finished since
+    leaderboard.main(["--partial", "--models", "transformer,RAN-E,GMM", "--seeds", "0",
+                      "--output-dir", str(runs), "--results-dir", str(results),
+                      "--note", "one thread"])
+    [path] = (results / "partial").glob("*.json")
+    assert path.name.startswith("transformer-seed0-curve-")
+    record = json.loads(path.read_text())
+    assert record["curve"] == curve and record["status"].startswith("not finished at step 1500")
+    # The best so far: the earlier step of a tie.
+    assert record["best_so_far"] == {"step": 1000, "bleu": 3.25, "chrf": 18.5}
+    assert record["training_seconds_at_last_checkpoint"] == 720.5
+    assert record["early_stopping_state"] is None and record["note"] == "one thread"
+    assert record["recipe"] == "low-resource" and "--seeds 0" in record["command"]
+    assert record["machine"]["matmul_gflops"] > 0
+
+
 def test_searches_are_timed_round_by_round_in_a_rotating_order(monkeypatch):
     from keras_attn_zoo.evaluation import decoding_speed
 

@@ -107,6 +107,27 @@ def clock_seconds(run_dir):
     return float(progress[max(progress, key=int)]["seconds"]) if progress else 0.0
 
 
+def run_so_far(run_dir):
+    """An unfinished run's state, read from its directory, for a record that
+    outlives the machine holding its checkpoints: `curve` (every valid
+    evaluation), `best_so_far` (step, BLEU, chrF; the earlier step on a tie),
+    `early_stopping_state` (None without one) and
+    `training_seconds_at_last_checkpoint`. Raises `ValueError` when the
+    directory holds no valid curve (not evaluated yet, or another directory)."""
+    run_dir = pathlib.Path(run_dir)
+    curve = read_curve(run_dir / "curve.jsonl")
+    if not curve:
+        raise ValueError(f"{run_dir} holds no valid curve: the run has not been evaluated "
+                         "yet on this machine, or its run directory is elsewhere.")
+    state_path = run_dir / "early_stopping.json"
+    best = max(curve, key=lambda point: (point["bleu"], -point["step"]))
+    return {"best_so_far": {key: best[key] for key in ("step", "bleu", "chrf")},
+            "early_stopping_state": (json.loads(state_path.read_text())
+                                     if state_path.exists() else None),
+            "curve": curve,
+            "training_seconds_at_last_checkpoint": round(clock_seconds(run_dir), 1)}
+
+
 def read_curve(path):
     """The points of a `curve.jsonl` (none when it does not exist)."""
     path = pathlib.Path(path)
