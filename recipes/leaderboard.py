@@ -274,15 +274,20 @@ def cell_config(args, model, seed):
     return parse_train_args(argv)
 
 
+def budget_flags(args):
+    """The command-line flags of the cells' budget (part of a cell's command)."""
+    if args.protocol == "converge":
+        return f"--steps {args.steps} --cap-minutes {args.cap_minutes:g}"
+    return (f"--steps {args.steps}" if args.steps is not None
+            else f"--budget-minutes {args.budget_minutes:g}")
+
+
 def record_partial_cells(args):
     """`--partial`: each unfinished cell's curve so far, beside the finished cells' files."""
-    import datetime
-    import json
-
-    from keras_attn_zoo.files import write_atomically
     from keras_attn_zoo.leaderboard.cells import CELL_FILE
     from keras_attn_zoo.leaderboard.cells import cell_dir
     from keras_attn_zoo.training.curve import run_so_far
+    from keras_attn_zoo.training.curve import write_run_so_far
 
     machine = machine_speed()
     for seed in args.seeds:
@@ -301,14 +306,10 @@ def record_partial_cells(args):
                       "status": (f"not finished at step {last}: its checkpoints stay on the "
                                  "machine that trains it (resumable there with the command)"),
                       "command": (f"recipes/leaderboard.py --models {model} --seeds {seed} "
-                                  f"--protocol {args.protocol}"),
+                                  f"--protocol {args.protocol} {budget_flags(args)}"),
                       "metric": "greedy valid BLEU / chrF (early stopping's evaluations)",
-                      "note": args.note, **so_far, "machine": machine,
-                      "date": datetime.datetime.now().isoformat(timespec="seconds")}
-            path = (args.results_dir / "partial"
-                    / f"{model}-seed{seed}-curve-{datetime.date.today()}.json")
-            path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomically(path, json.dumps(record, indent=1) + "\n")
+                      "note": args.note, **so_far, "machine": machine}
+            path = write_run_so_far(args.results_dir / "partial", f"{model}-seed{seed}", record)
             best = so_far["best_so_far"]
             print(f"{model} seed {seed}: step {last}, best greedy valid BLEU {best['bleu']} "
                   f"at {best['step']} -> {path}")

@@ -66,6 +66,7 @@ from keras_attn_zoo.training import select_strategy  # noqa: E402
 from keras_attn_zoo.training.curve import LearningCurve  # noqa: E402
 from keras_attn_zoo.training.curve import read_curve  # noqa: E402
 from keras_attn_zoo.training.curve import run_so_far  # noqa: E402
+from keras_attn_zoo.training.curve import write_run_so_far  # noqa: E402
 from keras_attn_zoo.evaluation.scores import best_setting  # noqa: E402
 from keras_attn_zoo.evaluation.scores import search_grid  # noqa: E402
 from keras_attn_zoo.files import write_atomically  # noqa: E402
@@ -413,12 +414,9 @@ def record_partial(cell, args, machine):
         "note": args.note,
         **so_far,
         "machine": machine,
-        "date": datetime.datetime.now().isoformat(timespec="seconds"),
     }
-    path = (pathlib.Path(args.results_dir) / "partial"
-            / f"{cell}-seed{args.seed}-curve-{datetime.date.today()}.json")
-    path.parent.mkdir(parents=True, exist_ok=True)
-    write_atomically(path, json.dumps(record, indent=1) + "\n")
+    partial_dir = pathlib.Path(args.results_dir) / "partial"
+    path = write_run_so_far(partial_dir, f"{cell}-seed{args.seed}", record)
     print(f"{cell}: step {curve[-1]['step']}, best greedy valid BLEU {best['bleu']} at "
           f"{best['step']} -> {path}")
     return path

@@ -352,6 +352,7 @@ def test_partial_records_the_unfinished_cells_curves_only(tmp_path, monkeypatch)
     assert record["training_seconds_at_last_checkpoint"] == 720.5
     assert record["early_stopping_state"] is None and record["note"] == "one thread"
     assert record["recipe"] == "low-resource" and "--seeds 0" in record["command"]
+    assert record["command"].endswith("--protocol converge --steps 24000 --cap-minutes 240")
     assert record["machine"]["matmul_gflops"] > 0
 
 

@@ -302,19 +302,15 @@ def plot_learning_curves(curves, path, title=None, metric="bleu", groups=None):
     return _write_figure(learning_curves_figure(curves, title, metric, groups), path)
 
 
-def _tab20(index):
-    from matplotlib import colormaps
-
-    return colormaps["tab20"](index)
-
-
 def learning_curves_figure(curves, title=None, metric="bleu", groups=None):
     """The figure of `plot_learning_curves` (same arguments), not written."""
     group_of, colours = groups or {}, {}
     # Ten colours repeat beyond ten groups; tab20 keeps up to twenty apart.
-    palette = ([f"C{index}" for index in range(10)]
-               if len({group_of.get(name, name) for name in curves}) <= 10
-               else [_tab20(index) for index in range(20)])
+    palette = [f"C{index}" for index in range(10)]
+    if len({group_of.get(name, name) for name in curves}) > 10:
+        from matplotlib import colormaps
+
+        palette = [colormaps["tab20"](index) for index in range(20)]
     figure = _figure(12 if groups else 11, 4.2)
     label = "BLEU" if metric == "bleu" else "chrF" if metric == "chrf" else metric
     for position, axis in enumerate(("minutes", "step")):

@@ -128,6 +128,20 @@ def run_so_far(run_dir):
             "training_seconds_at_last_checkpoint": round(clock_seconds(run_dir), 1)}
 
 
+def write_run_so_far(partial_dir, stem, record):
+    """Writes a `run_so_far` record (with its fields around it) to
+    `<partial_dir>/<stem>-curve-<today>.json`, atomically, dated; returns the path."""
+    import datetime
+
+    from keras_attn_zoo.files import write_atomically
+
+    record = {**record, "date": datetime.datetime.now().isoformat(timespec="seconds")}
+    path = pathlib.Path(partial_dir) / f"{stem}-curve-{datetime.date.today()}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_atomically(path, json.dumps(record, indent=1) + "\n")
+    return path
+
+
 def read_curve(path):
     """The points of a `curve.jsonl` (none when it does not exist)."""
     path = pathlib.Path(path)
