@@ -346,7 +346,8 @@ if failures:
 
 
 def test_keras_io_peer_takes_only_a_finished_run_of_the_same_budget(tmp_path):
-    """`--ours-results`: the run's results and vocabulary, trained for the peer's budget."""
+    """`--ours-results`: the run's results and vocabulary, trained for the peer's budget
+    or converged inside it."""
     sys.path.insert(0, str(REPO / "benchmarks"))
     import keras_io_peer
 
@@ -363,6 +364,14 @@ def test_keras_io_peer_takes_only_a_finished_run_of_the_same_budget(tmp_path):
         keras_io_peer.finished_run(run, 20)
     results, directory = keras_io_peer.finished_run(run, 24)
     assert directory == run and results["bleu"] == 7.5 and results["finished"]
+    # Early stopping ended it inside the budget: equal budgets, the peer trains it all.
+    (run / "results.json").write_text(json.dumps(
+        {"train_seconds": 1256.8, "bleu": 5.58, "stop_reason": "converged"}))
+    assert keras_io_peer.finished_run(run, 24)[0]["bleu"] == 5.58
+    with pytest.raises(SystemExit, match="ours trained 1256.8 s, not the --budget-minutes 24"):
+        (run / "results.json").write_text(json.dumps(
+            {"train_seconds": 1256.8, "bleu": 5.58, "stop_reason": "time_budget"}))
+        keras_io_peer.finished_run(run, 24)
 
 
 def test_epoch_stalls_finds_the_stalled_window_of_a_run(tmp_path):
