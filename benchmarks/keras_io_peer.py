@@ -35,9 +35,11 @@ Usage:
     make train && python benchmarks/keras_io_peer.py --budget-minutes 24 \
         --ours-results runs/transformer-small-ding-de-en   # only the peer trains
 
-Both systems' dev learning curves (BLEU on the first 100 valid sentences
-against training minutes; ours from its dev monitor, beam 4, the peer's at 8
-points of its budget, greedy, its clock stopped while it is evaluated) go into
+Both systems' dev learning curves (BLEU against training minutes; ours from its
+early stopping, greedy on every valid sentence, or without it its dev monitor's
+first 100 valid sentences at beam 4; the peer's on the first 100 valid
+sentences at 8 points of its budget, greedy, its clock stopped while it is
+evaluated; `learning_curve_sentences` names each) go into
 the results and ``keras_io_peer-<date>.png``, drawn by the project's
 ``plot_learning_curves``. The matmul rate is measured before and after.
 
@@ -379,8 +381,8 @@ def run(args):
         rates.append(common.matmul_rate(size=1024, repeats=3, chain=4)["gflops"])
 
     rows = [
-        {"system": f"ours (train_wmt.py default: {ours['preset']} {ours['model']}, "
-                   f"beam {ours_args.beam_size})",
+        {"system": f"ours (train_wmt.py {args.ours_args or 'default'}: {ours['preset']} "
+                   f"{ours['model']}, beam {ours_args.beam_size})",
          "params": ours["params"], "steps": ours["steps"],
          "train_seconds": ours["train_seconds"],
          "train_target_tokens_per_second": ours["train_target_tokens_per_second"],
@@ -409,9 +411,23 @@ def run(args):
             "ours_examples": ours.get("examples"),
             "learning_curves": {"ours": ours.get("learning_curve") or [],
                                 "keras.io peer": peer["learning_curve"]},
+            "learning_curve_sentences": {
+                "ours": ours_curve_sentences(ours, ours_args.beam_size),
+                "keras.io peer": f"first {DEV_SENTENCES} valid sentences, greedy"},
             "peer_evaluation_seconds": peer["evaluation_seconds"],
             "machine": {"matmul_gflops_before_and_after": [round(r, 1) for r in rates]}
             }, run_info
+
+
+def ours_curve_sentences(ours, beam_size):
+    """What ours' learning curve scored: early stopping's valid set and search, or the
+    dev monitor's first 100 valid sentences (runs without early stopping)."""
+    stopping = ours.get("early_stopping")
+    if stopping:
+        search = ("greedy" if stopping["beam_size"] == 1
+                  else f"beam {stopping['beam_size']}")
+        return f"{stopping['valid_pairs']} valid sentences, {search}"
+    return f"first {DEV_SENTENCES} valid sentences, beam {beam_size}"
 
 
 COLUMNS = [("system", "system", ""), ("params", "params", ","), ("steps", "steps", ""),
@@ -433,11 +449,11 @@ def plot_curves(results, path):
     """Dev BLEU against training minutes of both systems (the JSON's name, .png)."""
     from keras_attn_zoo.evaluation.plots import plot_learning_curves
 
+    sentences = results["learning_curve_sentences"]
     return plot_learning_curves(
         results["learning_curves"], path,
-        title=f"dev BLEU, first {DEV_SENTENCES} valid sentences: ours (beam "
-              f"{results['ours_beam_size']}) and the keras.io recipe (greedy), "
-              f"{results['budget_minutes']:g} min each")
+        title=f"dev BLEU: ours ({sentences['ours']}) and the keras.io recipe "
+              f"({sentences['keras.io peer']}), {results['budget_minutes']:g} min each")
 
 
 def main(argv=None):
