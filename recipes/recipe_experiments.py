@@ -46,7 +46,6 @@ another model's table keeps its own files:
 """
 
 import argparse
-import collections
 import dataclasses
 import datetime
 import importlib.util
