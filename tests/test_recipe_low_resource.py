@@ -135,6 +135,27 @@ def test_the_low_resource_recipe_is_its_flags_and_given_flags_win(capsys):
     assert "--recipe: invalid choice: 'low-ressource'" in capsys.readouterr().err
 
 
+def test_the_converged_recipe_trains_the_model_its_recipe_cells_measured():
+    """`--recipe low-resource-3-layers` is the recipe cell `low-resource-3-layers`
+    (the same training, so the same run identity) with the weights and search
+    its valid results chose, where bf16 multiplies natively."""
+    experiments = load_recipe("recipe_experiments")
+    recipe = RECIPE.parse_args(["--recipe", "low-resource-3-layers", "--max-steps", "24000"])
+    cell = experiments.cell_config(
+        "low-resource-3-layers", experiments.CELLS["low-resource-3-layers"], {}, 24000,
+        0, "runs", keep_test=True)
+    for field in workflow.RUN_IDENTITY_FIELDS:
+        # The cells train float32 on every machine kind; options compare as a dict.
+        if field not in ("mixed_precision", "model_options"):
+            assert getattr(recipe, field) == getattr(cell, field), field
+    assert recipe.builder_options == cell.builder_options
+    assert recipe.builder_options["num_encoder_layers"] == 3
+    assert recipe.builder_options["num_decoder_layers"] == 3
+    assert recipe.mixed_precision == "auto"
+    assert (recipe.average_checkpoints, recipe.beam_size, recipe.length_penalty) == (4, 8, 1.0)
+    assert recipe.run_name == "transformer-small-ding-de-en-low-resource-3-layers"
+
+
 def test_a_run_directory_resumes_only_the_run_it_holds(corpus_files, tmp_path):
     first = recipe_config(corpus_files, tmp_path, "--model-options", "dropout=0.3;num_heads=2")
     run_dir = workflow.open_run_directory(first)
