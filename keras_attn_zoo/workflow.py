@@ -364,8 +364,12 @@ def check_checkpoints_to_average(config):
     """Refuses `average_checkpoints` above what the run can have, before training.
 
     At most: the checkpoints already in the run's directory, one every
-    `checkpoint_every` steps up to `max_steps`, and the last one. (Runs
-    stopped by time or epochs are checked again after training.)
+    `checkpoint_every` steps up to `max_steps`, and the last one; or, where
+    early stopping runs (`valid_every`), its evaluations up to `max_steps`,
+    whose best it averages. (Whether the data has a valid split is known only
+    once it is read, so the larger bound is taken; `final_weights` checks what
+    the run has after training, and runs stopped by time or epochs are checked
+    there too.)
     """
     wanted = config.average_checkpoints
     if not wanted:
@@ -379,12 +383,16 @@ def check_checkpoints_to_average(config):
         most = existing + config.max_steps // config.checkpoint_every + 1
     else:
         most = existing + 1
+    if config.valid_every and config.max_steps is not None:
+        most = max(most, config.max_steps // config.valid_every)
     if wanted > most:
         raise SystemExit(
             f"--average-checkpoints {wanted}: this run can have at most {most} "
             f"checkpoint(s) ({existing} in {directory}, one every --checkpoint-every "
             f"{config.checkpoint_every} steps up to --max-steps {config.max_steps}, and "
-            "the last); lower N or checkpoint more often.")
+            f"the last; or {config.max_steps // max(1, config.valid_every)} early-stopping "
+            f"evaluation(s), one every --valid-every {config.valid_every}); lower N or "
+            "checkpoint or evaluate more often.")
 
 
 # ---- prepare data ---------------------------------------------------------------------------

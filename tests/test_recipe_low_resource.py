@@ -232,6 +232,13 @@ def test_averaging_more_checkpoints_than_the_run_can_have_is_refused(corpus_file
     with pytest.raises(SystemExit, match="can have at most 3 checkpoint"):
         workflow.training_run(config)
     assert not (tmp_path / "run" / "checkpoints").exists()
+    # With early stopping the mean is of the best evaluations: 4 of them by step 8,
+    # where the trainer keeps only its last checkpoint.
+    evaluated = dataclasses.replace(config, valid_every=2, max_steps=8, checkpoint_every=0)
+    workflow.check_checkpoints_to_average(evaluated)
+    with pytest.raises(SystemExit, match="at most 4 .* or 4 early-stopping evaluation"):
+        workflow.check_checkpoints_to_average(dataclasses.replace(evaluated,
+                                                                  average_checkpoints=5))
 
 
 # ---- --ema-momentum ------------------------------------------------------------------------
