@@ -374,25 +374,25 @@ def check_checkpoints_to_average(config):
     wanted = config.average_checkpoints
     if not wanted:
         return
+    every, evaluate_every, steps = (config.checkpoint_every, config.valid_every,
+                                    config.max_steps)
+    if steps is None and (every or evaluate_every):
+        return  # unbounded until training ends: `final_weights` checks then
     directory = config.paths[0] / "checkpoints"
     state = tf.train.get_checkpoint_state(str(directory)) if directory.exists() else None
     existing = len(state.all_model_checkpoint_paths) if state else 0
-    if config.checkpoint_every:
-        if config.max_steps is None:
-            return
-        most = existing + config.max_steps // config.checkpoint_every + 1
-    else:
-        most = existing + 1
-    if config.valid_every and config.max_steps is not None:
-        most = max(most, config.max_steps // config.valid_every)
-    if wanted > most:
+    saved = existing + (steps // every if every else 0) + 1
+    evaluations = steps // evaluate_every if evaluate_every else 0
+    if wanted > max(saved, evaluations):
+        bounds = [f"{saved} checkpoint(s) ({existing} in {directory}"
+                  + (f", one every --checkpoint-every {every} steps up to --max-steps "
+                     f"{steps}" if every else "") + ", and the last)"]
+        if evaluations:
+            bounds.append(f"{evaluations} early-stopping evaluation(s), one every "
+                          f"--valid-every {evaluate_every}")
         raise SystemExit(
-            f"--average-checkpoints {wanted}: this run can have at most {most} "
-            f"checkpoint(s) ({existing} in {directory}, one every --checkpoint-every "
-            f"{config.checkpoint_every} steps up to --max-steps {config.max_steps}, and "
-            f"the last; or {config.max_steps // max(1, config.valid_every)} early-stopping "
-            f"evaluation(s), one every --valid-every {config.valid_every}); lower N or "
-            "checkpoint or evaluate more often.")
+            f"--average-checkpoints {wanted}: this run can have at most "
+            + " or ".join(bounds) + "; lower N, or checkpoint or evaluate more often.")
 
 
 # ---- prepare data ---------------------------------------------------------------------------

@@ -236,9 +236,12 @@ def test_averaging_more_checkpoints_than_the_run_can_have_is_refused(corpus_file
     # where the trainer keeps only its last checkpoint.
     evaluated = dataclasses.replace(config, valid_every=2, max_steps=8, checkpoint_every=0)
     workflow.check_checkpoints_to_average(evaluated)
-    with pytest.raises(SystemExit, match="at most 4 .* or 4 early-stopping evaluation"):
+    with pytest.raises(SystemExit, match="at most 1 checkpoint.* or 4 early-stopping evaluation"):
         workflow.check_checkpoints_to_average(dataclasses.replace(evaluated,
                                                                   average_checkpoints=5))
+    # Stopped by time, early stopping's evaluations are unbounded until training ends.
+    workflow.check_checkpoints_to_average(dataclasses.replace(
+        evaluated, max_steps=None, time_budget_minutes=1.0, average_checkpoints=5))
 
 
 # ---- --ema-momentum ------------------------------------------------------------------------
