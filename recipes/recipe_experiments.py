@@ -43,6 +43,10 @@ another model's table keeps its own files:
 
     python recipes/recipe_experiments.py --base model=bahdanau_rnn \
         --results-dir benchmarks/results/recipe-rnnsearch --runs-dir runs/recipe-rnnsearch
+
+`--cap-minutes M` also stops a cell at M minutes of training wall time summed
+over its sessions, the leaderboard's cap: a family's recipe for the table is
+chosen under the budget the table gives it.
 """
 
 import argparse
@@ -64,6 +68,7 @@ from keras_attn_zoo import workflow  # noqa: E402
 from keras_attn_zoo.training import select_strategy  # noqa: E402
 from keras_attn_zoo.training.curve import LearningCurve  # noqa: E402
 from keras_attn_zoo.training.curve import read_curve  # noqa: E402
+from keras_attn_zoo.training.curve import remaining_cap_minutes  # noqa: E402
 from keras_attn_zoo.training.curve import run_so_far  # noqa: E402
 from keras_attn_zoo.training.curve import write_run_so_far  # noqa: E402
 from keras_attn_zoo.evaluation.scores import best_setting  # noqa: E402
@@ -187,8 +192,10 @@ _RESERVED = {"max_steps", "epochs", "time_budget_minutes", "seed", "output_dir",
 _TEST_FIELDS = ("test_src", "test_tgt")
 
 
-def run_id(cell, seed, steps):
-    return f"{cell}-seed{seed}-{steps}steps"
+def run_id(cell, seed, steps, cap_minutes=None):
+    """The cell's run (and result file) name; a wall-time cap is part of it."""
+    cap = "" if cap_minutes is None else f"-{cap_minutes:g}min"
+    return f"{cell}-seed{seed}-{steps}steps{cap}"
 
 
 def parse_assignment(text, flag):
@@ -226,8 +233,12 @@ def merge(base, overrides):
     return merged
 
 
-def cell_config(cell, overrides, base, steps, seed, runs_dir, keep_test=False):
-    """The cell's `RunConfig`: `train_wmt.py`'s defaults for the preset, then the overrides."""
+def cell_config(cell, overrides, base, steps, seed, runs_dir, keep_test=False,
+                cap_minutes=None):
+    """The cell's `RunConfig`: `train_wmt.py`'s defaults for the preset, then the overrides.
+
+    With `cap_minutes`, the cell also stops at that much training wall time,
+    summed over the sessions of a resumed cell (the leaderboard's cap)."""
     merged = merge(base, overrides)
     fields = {field.name for field in dataclasses.fields(workflow.RunConfig)}
     unknown = sorted(set(merged) - fields)
@@ -240,11 +251,12 @@ def cell_config(cell, overrides, base, steps, seed, runs_dir, keep_test=False):
     # The preset's learning-rate schedule, as the recipe applies it.
     config = train_wmt.parse_args(["--preset", str(merged.get("preset", "small")),
                                    "--max-steps", str(steps)])
-    name = run_id(cell, seed, steps)
+    name = run_id(cell, seed, steps, cap_minutes)
+    output_dir = pathlib.Path(runs_dir) / name
+    budget = None if cap_minutes is None else remaining_cap_minutes(output_dir, cap_minutes)
     config = dataclasses.replace(
-        config, **merged, max_steps=steps, epochs=None, time_budget_minutes=None,
-        seed=seed, name=name, output_dir=str(pathlib.Path(runs_dir) / name),
-        no_export=True, eval_limit=None)
+        config, **merged, max_steps=steps, epochs=None, time_budget_minutes=budget,
+        seed=seed, name=name, output_dir=str(output_dir), no_export=True, eval_limit=None)
     if not keep_test:
         config = dataclasses.replace(config, test_src=None, test_tgt=None)
     return config
@@ -344,10 +356,22 @@ def score_mean_of_best(stopper, model, translator, valid):
     return {"valid_search_grid_mean_of_best": rows, "mean_of_best_steps": steps}
 
 
+def budget_flags(args):
+    """`--steps N`, and `--cap-minutes M` where the cells have one."""
+    cap = "" if args.cap_minutes is None else f" --cap-minutes {args.cap_minutes:g}"
+    return f"--steps {args.steps}{cap}"
+
+
+def same_budget(result, args):
+    """Whether `result` was trained under `args`' step budget and wall-time cap."""
+    return (result.get("steps_budget") == args.steps
+            and result.get("cap_minutes") == args.cap_minutes)
+
+
 def run_cell(cell, overrides, args, base, machine):
     """Runs one cell unless its result file exists; returns the result."""
     steps, seed = args.steps, args.seed
-    path = pathlib.Path(args.results_dir) / f"{run_id(cell, seed, steps)}.json"
+    path = pathlib.Path(args.results_dir) / f"{run_id(cell, seed, steps, args.cap_minutes)}.json"
     if path.exists():
         done = json.loads(path.read_text())
         if done.get("base", {}) != args.base:
@@ -358,9 +382,11 @@ def run_cell(cell, overrides, args, base, machine):
         print(f"{cell}: done already ({path}), skipped")
         return done
     resolved = resolve(overrides, steps)
-    config = cell_config(cell, resolved, args.base, steps, seed, args.runs_dir)
+    config = cell_config(cell, resolved, args.base, steps, seed, args.runs_dir,
+                         cap_minutes=args.cap_minutes)
     run_results = config.paths[0] / "results.json"
-    print(f"\n=== {cell}: {describe(resolved)} ({steps} steps, seed {seed})", flush=True)
+    cap = "" if args.cap_minutes is None else f", cap {args.cap_minutes:g} min"
+    print(f"\n=== {cell}: {describe(resolved)} ({steps} steps{cap}, seed {seed})", flush=True)
     record = None
     if run_results.exists():  # trained and scored, killed before the result file
         record = json.loads(run_results.read_text())
@@ -375,6 +401,7 @@ def run_cell(cell, overrides, args, base, machine):
         "base": args.base,
         "seed": seed,
         "steps_budget": steps,
+        "cap_minutes": args.cap_minutes,
         "split": "valid",
         "date": datetime.datetime.now().isoformat(timespec="seconds"),
         "config": dataclasses.asdict(config),
@@ -393,7 +420,7 @@ def run_cell(cell, overrides, args, base, machine):
 def record_partial(cell, args, machine):
     """Writes the valid curve and early-stopping state of `cell`'s unfinished run
     (`<results-dir>/partial/<cell>-seed<seed>-curve-<date>.json`); returns the path."""
-    name = run_id(cell, args.seed, args.steps)
+    name = run_id(cell, args.seed, args.steps, args.cap_minutes)
     if (pathlib.Path(args.results_dir) / f"{name}.json").exists():
         raise SystemExit(f"{cell} (seed {args.seed}, {args.steps} steps) has finished: its "
                          f"result is {pathlib.Path(args.results_dir) / (name + '.json')}.")
@@ -408,7 +435,7 @@ def record_partial(cell, args, machine):
         "status": (f"not converged at step {curve[-1]['step']}: unfinished; its checkpoints "
                    "stay on the machine that trains it (resumable there with the command)"),
         "command": (f"recipes/recipe_experiments.py --cells {cell} --seed {args.seed} "
-                    f"--steps {args.steps}"),
+                    f"{budget_flags(args)}"),
         "metric": "greedy valid BLEU / chrF, all valid sentences (early stopping's evaluations)",
         "note": args.note,
         **so_far,
@@ -467,22 +494,23 @@ def score_test(cell, args):
     cells = all_cells(args)
     if cell not in cells:
         raise SystemExit(f"unknown cell {cell!r}; cells: {', '.join(cells)}.")
-    name = run_id(cell, args.seed, args.steps)
+    name = run_id(cell, args.seed, args.steps, args.cap_minutes)
     path = pathlib.Path(args.results_dir) / f"{name}.test.json"
     if path.exists():
         raise SystemExit(f"the test split was scored for {cell} already: {path}. It is "
                          "scored once; delete the file to score it again.")
     if not (pathlib.Path(args.results_dir) / f"{name}.json").exists():
-        raise SystemExit(f"{cell} has no valid result for seed {args.seed} and {args.steps} "
-                         "steps: run the cell first.")
+        raise SystemExit(f"{cell} has no valid result for seed {args.seed} and "
+                         f"{budget_flags(args)}: run the cell first.")
     config = cell_config(cell, resolve(cells[cell], args.steps), args.base, args.steps,
-                         args.seed, args.runs_dir, keep_test=True)
+                         args.seed, args.runs_dir, keep_test=True,
+                         cap_minutes=args.cap_minutes)
     output_dir = config.paths[0]
     model_path = output_dir / "model.keras"
     if not model_path.exists():
         raise SystemExit(f"no trained model at {model_path}.")
     seeds = [result for result in load_results(args.results_dir)
-             if result["cell"] == cell and result.get("steps_budget") == args.steps
+             if result["cell"] == cell and same_budget(result, args)
              and result.get("base", {}) == args.base]
     choice = chosen_search(seeds)
     config = dataclasses.replace(config, beam_size=choice["beam_size"],
@@ -505,7 +533,8 @@ def score_test(cell, args):
           f"{choice['seeds']})")
     scores = workflow.evaluate(config, workflow.run_translator(config, model, tokenizer),
                                corpus.test, split="test")
-    result = {"cell": cell, "seed": args.seed, "steps_budget": args.steps, "split": "test",
+    result = {"cell": cell, "seed": args.seed, "steps_budget": args.steps,
+              "cap_minutes": args.cap_minutes, "split": "test",
               "model": str(model_path), "averaged_steps": averaged,
               "chosen_on_valid": choice,
               "date": datetime.datetime.now().isoformat(timespec="seconds"), **scores}
@@ -551,8 +580,11 @@ def _best_search(result, key="valid_search_grid"):
 
 def table_markdown(results):
     """The recipe table: one row per result, the BLEU delta against the default
-    of the same seed and steps."""
-    defaults = {(r.get("seed"), r.get("steps_budget")): r["valid"].get("bleu")
+    of the same seed and budget (steps and wall-time cap)."""
+    def budget(r):
+        return r.get("steps_budget"), r.get("cap_minutes")
+
+    defaults = {(r.get("seed"), budget(r)): r["valid"].get("bleu")
                 for r in results if r["cell"] == "default"}
     lines = ["| cell | change | steps | best step | stopped | train min | train tok/s "
              "| matmul GFLOP/s | dev BLEU | dev chrF | Δ BLEU vs default "
@@ -561,7 +593,7 @@ def table_markdown(results):
              "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in results:
         bleu = r["valid"].get("bleu")
-        reference = defaults.get((r.get("seed"), r.get("steps_budget")))
+        reference = defaults.get((r.get("seed"), budget(r)))
         delta = None if bleu is None or reference is None else bleu - reference
         seed = "" if r.get("seed", 0) == 0 else f" (seed {r['seed']})"
         change = r.get("change", "").replace("|", "\\|")
@@ -575,12 +607,13 @@ def table_markdown(results):
             f"{_number(delta, '+.2f')} | {_best_search(r)} | "
             f"{_best_search(r, 'valid_search_grid_mean_of_best')} |")
     # The same recipe under other seeds: how large a Δ seed noise alone makes.
-    for steps in sorted({budget for _, budget in defaults}, key=str):
-        seeds = sorted((seed, bleu) for (seed, budget), bleu in defaults.items()
-                       if budget == steps and bleu is not None)
+    for steps, cap in sorted({key for _, key in defaults}, key=str):
+        seeds = sorted((seed, bleu) for (seed, key), bleu in defaults.items()
+                       if key == (steps, cap) and bleu is not None)
         if len(seeds) > 1:
             values = [bleu for _, bleu in seeds]
-            lines += ["", f"Seed noise at {steps} steps: the default's dev BLEU is "
+            at = f"{steps} steps" + ("" if cap is None else f" (cap {cap:g} min)")
+            lines += ["", f"Seed noise at {at}: the default's dev BLEU is "
                       + ", ".join(f"{bleu:.2f} (seed {seed})" for seed, bleu in seeds)
                       + f", a spread of {max(values) - min(values):.2f}."]
     lines += converged_comparison(results)
@@ -741,6 +774,11 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=DEFAULT_STEPS,
                    help=f"the most training steps of a cell; it stops earlier when it "
                         f"converges (default {DEFAULT_STEPS})")
+    p.add_argument("--cap-minutes", type=float,
+                   help="also stop a cell at this much training wall time, summed over "
+                        "the sessions of a resumed cell (the leaderboard's --cap-minutes: "
+                        "a family's recipe for the table is chosen under the table's cap); "
+                        "part of the cell's run and result names")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--results-dir", default=str(RESULTS_DIR))
     p.add_argument("--runs-dir", default=str(RUNS_DIR))
@@ -763,6 +801,8 @@ def parse_args(argv=None):
     args = p.parse_args(argv)
     if args.steps < 1:
         p.error("--steps must be >= 1")
+    if args.cap_minutes is not None and args.cap_minutes <= 0:
+        p.error("--cap-minutes must be > 0")
     args.base = dict(parse_assignment(text, "--base") for text in args.base)
     return args
 
@@ -806,7 +846,7 @@ def main(argv=None):
             record_partial(name, args, machine)
         return 0
     pending = [name for name in names if not (pathlib.Path(args.results_dir) / (
-        run_id(name, args.seed, args.steps) + ".json")).exists()]
+        run_id(name, args.seed, args.steps, args.cap_minutes) + ".json")).exists()]
     machine = measured_machine(pending and not args.no_matmul_rate)
     for name in names:
         run_cell(name, cells[name], args, args.base, machine)

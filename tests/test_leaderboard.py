@@ -315,13 +315,15 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
     assert path.parent == tmp_path and path.name.startswith("gold-links-ding-test2-")
 
     # A resumed cell's wall-time cap counts the sessions before it.
+    from keras_attn_zoo.training.curve import remaining_cap_minutes
+
     run_dir = tmp_path / "run"
-    assert cells.remaining_cap_minutes(run_dir, 240.0) == 240.0
+    assert remaining_cap_minutes(run_dir, 240.0) == 240.0
     run_dir.mkdir()
     (run_dir / "progress.json").write_text(json.dumps(
         {"500": {"seconds": 600.0}, "1000": {"seconds": 1800.0}}))
-    assert cells.remaining_cap_minutes(run_dir, 240.0) == pytest.approx(210.0)
-    assert cells.remaining_cap_minutes(run_dir, 20.0) == pytest.approx(1e-3)
+    assert remaining_cap_minutes(run_dir, 240.0) == pytest.approx(210.0)
+    assert remaining_cap_minutes(run_dir, 20.0) == pytest.approx(1e-3)
 
 
 def test_partial_records_the_unfinished_cells_curves_only(tmp_path, monkeypatch):

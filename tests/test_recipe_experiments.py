@@ -382,6 +382,33 @@ def test_cells_base_and_extra_cells_make_the_configs(tmp_path):
         RUNNER.all_cells(RUNNER.parse_args(["--extra-cell", "broken=4000"]))
 
 
+def test_a_capped_cell_has_its_own_run_and_the_cap_left_after_its_sessions(tmp_path):
+    """`--cap-minutes`: the leaderboard's wall-time cap, counted over every session."""
+    args = RUNNER.parse_args(["--steps", "24000", "--cap-minutes", "240"])
+    assert RUNNER.budget_flags(args) == "--steps 24000 --cap-minutes 240"
+    fresh = RUNNER.cell_config("default", {}, {}, 24000, 0, tmp_path, cap_minutes=240.0)
+    assert fresh.output_dir == str(tmp_path / "default-seed0-24000steps-240min")
+    assert (fresh.max_steps, fresh.time_budget_minutes) == (24000, 240.0)
+    # Resumed after sessions that trained for 30 minutes up to its last checkpoint.
+    run_dir = tmp_path / "default-seed0-24000steps-240min"
+    run_dir.mkdir()
+    (run_dir / "progress.json").write_text(json.dumps({"500": {"seconds": 1800.0}}))
+    resumed = RUNNER.cell_config("default", {}, {}, 24000, 0, tmp_path, cap_minutes=240.0)
+    assert resumed.time_budget_minutes == pytest.approx(210.0)
+    # Uncapped cells keep their names and results; the two never mix in the table.
+    assert RUNNER.run_id("default", 0, 24000) == "default-seed0-24000steps"
+    capped = {"cell": "default", "seed": 0, "steps_budget": 24000, "cap_minutes": 240.0,
+              "valid": {"bleu": 3.0, "chrf": 20.0}}
+    uncapped = {"cell": "default", "seed": 0, "steps_budget": 24000,
+                "valid": {"bleu": 5.0, "chrf": 25.0}}
+    cell = {**capped, "cell": "learning-rate-1e-3", "valid": {"bleu": 4.0, "chrf": 22.0}}
+    assert RUNNER.same_budget(capped, args) and not RUNNER.same_budget(uncapped, args)
+    table = RUNNER.table_markdown([uncapped, capped, cell])
+    assert "| +1.00 |" in table and "| -1.00 |" not in table
+    with pytest.raises(SystemExit):
+        RUNNER.parse_args(["--cap-minutes", "0"])
+
+
 def test_the_low_resource_cells_are_train_wmts_low_resource_recipe(tmp_path):
     recipe = TRAIN_WMT.parse_args(["--recipe", "low-resource", "--max-steps", "3000"])
     cells = RUNNER.all_cells(RUNNER.parse_args([]))

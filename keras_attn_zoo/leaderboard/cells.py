@@ -154,16 +154,6 @@ def shared_vocabulary(board, config):
     return path
 
 
-def remaining_cap_minutes(run_dir, cap_minutes):
-    """The wall-time cap left to a cell: the cap less the training clock of the
-    sessions before (`curve.clock_seconds`), so that a cell resumed over several
-    sessions gets the same cap as one trained in one. A cell at its cap already
-    trains one more step and stops (a budget must be positive)."""
-    from keras_attn_zoo.training.curve import clock_seconds
-
-    return max(cap_minutes - clock_seconds(run_dir) / 60.0, 1e-3)
-
-
 def train_cell(board, config):
     """The run's results: trained now (or resumed), or read back when it finished before."""
     from keras_attn_zoo.workflow import training_run
@@ -185,6 +175,8 @@ def train_cell(board, config):
     elif not config.valid_every:
         raise SystemExit("--protocol converge needs early stopping: --valid-every >= 1.")
     else:
+        from keras_attn_zoo.training.curve import remaining_cap_minutes
+
         config = dataclasses.replace(config, time_budget_minutes=remaining_cap_minutes(
             run_dir, board.cap_minutes))
     return training_run(dataclasses.replace(config, eval_limit=0), machine=board.machine())

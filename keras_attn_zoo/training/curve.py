@@ -107,6 +107,14 @@ def clock_seconds(run_dir):
     return float(progress[max(progress, key=int)]["seconds"]) if progress else 0.0
 
 
+def remaining_cap_minutes(run_dir, cap_minutes):
+    """The wall-time cap left to a run: the cap less the training clock of the
+    sessions before (`clock_seconds`), so that a run resumed over several
+    sessions gets the same cap as one trained in one. A run at its cap already
+    trains one more step and stops (a budget must be positive)."""
+    return max(cap_minutes - clock_seconds(run_dir) / 60.0, 1e-3)
+
+
 def run_so_far(run_dir):
     """An unfinished run's state, read from its directory, for a record that
     outlives the machine holding its checkpoints: `curve` (every valid
