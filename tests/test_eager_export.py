@@ -227,13 +227,6 @@ FRESH_LOAD_SCRIPT = FRESH_PROCESS_PRELUDE + textwrap.dedent(r"""
     report["ids"] = ids["ids"].numpy().tolist()
     report["lengths"] = ids["lengths"].numpy().tolist()
 
-    def op_types(concrete):
-        graph_def = concrete.graph.as_graph_def()
-        ops = {node.op for node in graph_def.node}
-        for function in graph_def.library.function:
-            ops |= {node.op for node in function.node_def}
-        return sorted(ops)
-
     ids_ops = op_types(loaded.signatures["translate_ids"])
     report["translate_ids_op_count"] = len(ids_ops)
     report["translate_ids_non_core_ops"] = [op for op in ids_ops if not hasattr(tf.raw_ops, op)]

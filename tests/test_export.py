@@ -51,13 +51,6 @@ FRESH_LOAD_SCRIPT = FRESH_PROCESS_PRELUDE + textwrap.dedent(r"""
         max_length_a=tf.constant(2.0), max_length_b=tf.constant(10.0))
     report["beam1"] = [t.decode() for t in beam1["translation"].numpy()]
 
-    def op_types(concrete):
-        graph_def = concrete.graph.as_graph_def()
-        ops = {node.op for node in graph_def.node}
-        for function in graph_def.library.function:
-            ops |= {node.op for node in function.node_def}
-        return sorted(ops)
-
     ids_ops = op_types(loaded.signatures["translate_ids"])
     report["translate_ids_non_core_ops"] = [
         op for op in ids_ops if not hasattr(tf.raw_ops, op)]

@@ -115,7 +115,8 @@ def load_tiny_export(directory):
 
 # Start of a script run in a fresh interpreter: any import of keras_attn_zoo
 # fails, so the script proves a SavedModel loads with tensorflow and
-# tensorflow_text alone.
+# tensorflow_text alone. `op_types(concrete)`: the op types of a signature's
+# graph and its functions, to check that a server needs no custom op.
 FRESH_PROCESS_PRELUDE = textwrap.dedent(r"""
     import json, sys
 
@@ -128,4 +129,11 @@ FRESH_PROCESS_PRELUDE = textwrap.dedent(r"""
     sys.meta_path.insert(0, BlockZoo())
     import tensorflow as tf
     import tensorflow_text  # noqa: F401
+
+    def op_types(concrete):
+        graph_def = concrete.graph.as_graph_def()
+        ops = {node.op for node in graph_def.node}
+        for function in graph_def.library.function:
+            ops |= {node.op for node in function.node_def}
+        return sorted(ops)
 """)
