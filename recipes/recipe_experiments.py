@@ -362,6 +362,12 @@ def budget_flags(args):
     return f"--steps {args.steps}{cap}"
 
 
+def result_path(cell, args, suffix=".json"):
+    """Where `cell`'s result for `args`' seed and budget goes (`.test.json`: its test score)."""
+    name = run_id(cell, args.seed, args.steps, args.cap_minutes)
+    return pathlib.Path(args.results_dir) / f"{name}{suffix}"
+
+
 def same_budget(result, args):
     """Whether `result` was trained under `args`' step budget and wall-time cap."""
     return (result.get("steps_budget") == args.steps
@@ -371,7 +377,7 @@ def same_budget(result, args):
 def run_cell(cell, overrides, args, base, machine):
     """Runs one cell unless its result file exists; returns the result."""
     steps, seed = args.steps, args.seed
-    path = pathlib.Path(args.results_dir) / f"{run_id(cell, seed, steps, args.cap_minutes)}.json"
+    path = result_path(cell, args)
     if path.exists():
         done = json.loads(path.read_text())
         if done.get("base", {}) != args.base:
@@ -420,12 +426,12 @@ def run_cell(cell, overrides, args, base, machine):
 def record_partial(cell, args, machine):
     """Writes the valid curve and early-stopping state of `cell`'s unfinished run
     (`<results-dir>/partial/<cell>-seed<seed>-curve-<date>.json`); returns the path."""
-    name = run_id(cell, args.seed, args.steps, args.cap_minutes)
-    if (pathlib.Path(args.results_dir) / f"{name}.json").exists():
-        raise SystemExit(f"{cell} (seed {args.seed}, {args.steps} steps) has finished: its "
-                         f"result is {pathlib.Path(args.results_dir) / (name + '.json')}.")
+    if result_path(cell, args).exists():
+        raise SystemExit(f"{cell} (seed {args.seed}, {budget_flags(args)}) has finished: its "
+                         f"result is {result_path(cell, args)}.")
     try:
-        so_far = run_so_far(pathlib.Path(args.runs_dir) / name)
+        so_far = run_so_far(pathlib.Path(args.runs_dir)
+                            / run_id(cell, args.seed, args.steps, args.cap_minutes))
     except ValueError as error:
         raise SystemExit(f"{cell}: {error} (--runs-dir)") from None
     curve, best = so_far["curve"], so_far["best_so_far"]
@@ -494,12 +500,11 @@ def score_test(cell, args):
     cells = all_cells(args)
     if cell not in cells:
         raise SystemExit(f"unknown cell {cell!r}; cells: {', '.join(cells)}.")
-    name = run_id(cell, args.seed, args.steps, args.cap_minutes)
-    path = pathlib.Path(args.results_dir) / f"{name}.test.json"
+    path = result_path(cell, args, ".test.json")
     if path.exists():
         raise SystemExit(f"the test split was scored for {cell} already: {path}. It is "
                          "scored once; delete the file to score it again.")
-    if not (pathlib.Path(args.results_dir) / f"{name}.json").exists():
+    if not result_path(cell, args).exists():
         raise SystemExit(f"{cell} has no valid result for seed {args.seed} and "
                          f"{budget_flags(args)}: run the cell first.")
     config = cell_config(cell, resolve(cells[cell], args.steps), args.base, args.steps,
@@ -845,8 +850,7 @@ def main(argv=None):
         for name in names:
             record_partial(name, args, machine)
         return 0
-    pending = [name for name in names if not (pathlib.Path(args.results_dir) / (
-        run_id(name, args.seed, args.steps, args.cap_minutes) + ".json")).exists()]
+    pending = [name for name in names if not result_path(name, args).exists()]
     machine = measured_machine(pending and not args.no_matmul_rate)
     for name in names:
         run_cell(name, cells[name], args, args.base, machine)
