@@ -645,6 +645,31 @@ def test_speed_ratios_of_a_seed_timed_together_win_when_both_are_the_scored_mode
     assert ran["numbers"]["ratio"] == [1.0] * 3 and ran["verdict"] == NOT_CONFIRMED
 
 
+def test_the_weighted_forms_training_loss_is_compared_on_the_same_batches():
+    """Per seed, the mean difference to the paper form over the logged steps both
+    runs share in the second half of the shorter one (here steps 200-300 of a
+    300-step run against a 400-step one): the early steps and the longer run's
+    tail do not count, and a cell without the record gives no value."""
+    def form(model, losses_by_seed):
+        return [_cell(model, seed, builder="weighted_transformer", best_valid_bleu=5.0,
+                      bleu=5.0, model_options=model[9:], training_loss_logged=losses,
+                      **_versus(0.0, 0.5))
+                for seed, losses in enumerate(losses_by_seed)]
+
+    paper = [[step, 4.0] for step in range(50, 401, 50)]
+    gain = [[step, 9.0 if step <= 150 else 4.0 + 0.1 * (seed + 1)]
+            for seed in range(3) for step in range(50, 301, 50)]
+    gain_by_seed = [gain[6 * seed:6 * seed + 6] for seed in range(3)]
+    cells = (form("weighted", [paper] * 3) + form("weighted-gain", gain_by_seed[:2] + [[]])
+             + _transformers())
+    rows = {row["model"]: row for row in weighted.forms_table(cells)["rows"]}
+    assert rows["weighted"]["training_loss_vs_paper"] == []
+    assert rows["weighted-gain"]["training_loss_vs_paper"] == [
+        pytest.approx(0.1), pytest.approx(0.2), None]
+    table = weighted.forms_markdown(weighted.forms_table(cells))
+    assert "| +0.150 ± 0.071 |" in table and "same batches" in table
+
+
 def test_the_weighted_forms_choose_the_default_on_valid_converged_seeds_only():
     def form(model, valid, test, stop="converged", seeds=range(3)):
         return [_cell(model, s, builder="weighted_transformer", best_valid_bleu=valid + s / 10,

@@ -127,6 +127,8 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
         assert cell["decode_sentences_per_second"] > 0
         assert cell["decode_source_tokens_per_second"] > 0
         assert cell["learning_curve"], "the dev curve of the cell"
+        # One logged loss every 50 steps: none in 4 steps, and the key says so.
+        assert cell["training_loss_logged"] == []
         assert sum(b["sentences"] for b in cell["bleu_by_source_length"]) == 8
         assert "probes" in cell
         # Trained in one session: the clock of all sessions starts before training.

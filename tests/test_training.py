@@ -16,6 +16,7 @@ from keras_attn_zoo.training import InverseSquareRootSchedule
 from keras_attn_zoo.training import LabelSmoothedCrossEntropy
 from keras_attn_zoo.training import Trainer
 from keras_attn_zoo.training import token_loss_sum
+from keras_attn_zoo.training.curve import logged_training_loss
 from keras_attn_zoo.training.seeding import seed_everything
 from keras_attn_zoo.optimizers import Adam
 
@@ -118,6 +119,34 @@ def test_training_on_real_ding_lowers_the_loss(ding_sample, tmp_path):
         for value in record.summary.value
     }
     assert {"loss", "learning_rate", "target_tokens_per_second"} <= tags
+    # The logged batches' losses read back, those of steps 5, 10, ..., 40.
+    assert logged_training_loss(tmp_path / "logs") == [
+        [step, pytest.approx(losses[step - 1], abs=1e-4)] for step in range(5, 41, 5)]
+
+
+def test_a_resumed_runs_logged_losses_replace_the_abandoned_ones(tmp_path):
+    """A run killed after step 150 and resumed from its checkpoint at step 100
+    logs steps 150 and 200 again in a new event file: those replace the first
+    file's from step 150 on, whatever order the files were listed in."""
+    def write(directory, points):
+        writer = tf.summary.create_file_writer(str(directory))
+        with writer.as_default():
+            for step, loss in points:
+                tf.summary.scalar("loss", loss, step=step)
+                tf.summary.scalar("learning_rate", 1e-3, step=step)
+        writer.close()
+        return next(directory.glob("events.out.tfevents.*"))
+
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    first = write(tmp_path / "first", [(50, 5.0), (100, 4.0), (150, 3.5), (200, 3.0)])
+    second = write(tmp_path / "second", [(150, 3.6), (200, 3.2)])
+    # Start times in the names (seconds; compared as numbers, not as text): the
+    # resumed session's file is the later.
+    first.rename(logs / "events.out.tfevents.99999.host.example.7.v2")
+    second.rename(logs / "events.out.tfevents.100000.host.example.8.v2")
+    assert logged_training_loss(logs) == [[50, 5.0], [100, 4.0], [150, 3.6], [200, 3.2]]
+    assert logged_training_loss(tmp_path / "no-logs") == []
 
 
 def test_a_nan_loss_stops_the_run_naming_the_step(ding_sample, tmp_path):

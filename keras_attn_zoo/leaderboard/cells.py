@@ -25,6 +25,7 @@ from typing import Callable
 from typing import Optional
 
 from keras_attn_zoo.decoding import DEFAULT_BEAM_SIZE
+from keras_attn_zoo.training.curve import logged_training_loss
 
 CELL_FILE = "cell.json"
 HYPOTHESES_FILE = "hypotheses.txt.gz"
@@ -360,6 +361,9 @@ def run_cell(board, model, seed):
                        if not k.endswith(("_src", "_tgt"))}}
     cell.update({key: results.get(key) for key in RESULT_KEYS})
     cell["converged"] = cell.get("stop_reason") == "converged"
+    # The logged batches' losses: cells of one seed saw the same batches, so
+    # their losses compare step by step (the last loss alone is one batch).
+    cell["training_loss_logged"] = logged_training_loss(results["log_dir"])
     if results.get("epsilon_proportion") is not None:
         cell["eager"] = {"epsilon_share": results["epsilon_proportion"],
                          # {start pads: share}: the share falls as they grow

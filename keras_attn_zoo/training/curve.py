@@ -12,6 +12,8 @@ import json
 import pathlib
 import time
 
+import tensorflow as tf
+
 from keras_attn_zoo.files import write_atomically
 from keras_attn_zoo.training.callbacks import DevTranslationMonitor
 
@@ -148,6 +150,35 @@ def write_run_so_far(partial_dir, stem, record):
     path.parent.mkdir(parents=True, exist_ok=True)
     write_atomically(path, json.dumps(record, indent=1) + "\n")
     return path
+
+
+def logged_training_loss(log_dir):
+    """The training loss a run's `Trainer` logged to TensorBoard (the loss of the
+    one batch at every `log_every`-th step), as `[[step, loss], ...]` by step; []
+    without event files.
+
+    A resumed run starts a new event file and logs again the steps after the
+    checkpoint it resumed from: a file's points replace the earlier files' from
+    its first step on (that training was abandoned). Event files sort by the
+    start time in their names.
+    """
+    def started(path):
+        return int(path.name.split(".")[3])  # events.out.tfevents.<seconds>.<host>...
+
+    points = {}
+    for path in sorted(pathlib.Path(log_dir).glob("events.out.tfevents.*"), key=started):
+        found = {}
+        for record in tf.data.TFRecordDataset(str(path)):
+            event = tf.compat.v1.Event.FromString(record.numpy())
+            for value in event.summary.value:
+                if value.tag == "loss":
+                    found[event.step] = (float(tf.make_ndarray(value.tensor))
+                                         if value.HasField("tensor") else value.simple_value)
+        if found:
+            first = min(found)
+            points = {step: loss for step, loss in points.items() if step < first}
+            points.update(found)
+    return [[step, round(points[step], 4)] for step in sorted(points)]
 
 
 def read_curve(path):

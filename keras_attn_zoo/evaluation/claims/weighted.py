@@ -201,7 +201,8 @@ def forms_table(cells):
     """The Weighted Transformer's forms side by side (issue 32): every leaderboard
     model built by `weighted_transformer` ("weighted" is the paper's form), with its
     valid and test BLEU, its BLEU against the Transformer of the same seed and how far
-    κ and α moved; and the form its cells choose as the builder's default.
+    κ and α moved, its training loss against the paper form's on the same batches
+    (`same_batch_loss_difference`); and the form its cells choose as the builder's default.
 
     Returns ``{"rows": [...], "chosen": model or None, "reason": str}``; no rows
     where fewer than two forms have cells.
@@ -212,6 +213,7 @@ def forms_table(cells):
             by_model.setdefault(cell["model"], []).append(cell)
     if len(by_model) < 2:
         return {"rows": [], "chosen": None, "reason": "fewer than two forms have cells"}
+    paper = {c["seed"]: c for c in by_model.get("weighted", [])}
     rows, ready = [], {}
     for model, own in by_model.items():
         own = sorted(own, key=lambda c: c["seed"])
@@ -226,7 +228,10 @@ def forms_table(cells):
             "test_bleu": rounded([c.get("bleu") for c in own]),
             "bleu_vs_transformer": rounded([value_at(c, "versus_transformer.bleu_difference")
                                             for c in own]),
-            "kappa_alpha_tv": round(float(np.mean(tv)), 4) if tv else None})
+            "kappa_alpha_tv": round(float(np.mean(tv)), 4) if tv else None,
+            "training_loss_vs_paper": rounded(
+                [same_batch_loss_difference(c, paper[c["seed"]])
+                 for c in own if model != "weighted" and c["seed"] in paper])})
         scores = [c["best_valid_bleu"] for c in done if c.get("best_valid_bleu") is not None]
         if len(scores) >= MIN_SEEDS:
             ready[model] = float(np.mean(scores))
@@ -238,6 +243,20 @@ def forms_table(cells):
     chosen = max(ready, key=ready.get)
     return {"rows": rows, "chosen": chosen,
             "reason": f"the best mean valid BLEU over converged seeds ({ready[chosen]:.2f})"}
+
+
+def same_batch_loss_difference(cell, reference):
+    """The mean of `cell`'s logged training loss minus `reference`'s over the steps
+    both logged in the second half of the shorter run (`training_loss_logged`).
+    Cells of one seed and recipe train on the same batches, so the difference is
+    paired, batch by batch; None without both records."""
+    mine, theirs = ({step: loss for step, loss in c.get("training_loss_logged") or []}
+                    for c in (cell, reference))
+    if not mine or not theirs:
+        return None
+    half = min(max(mine), max(theirs)) / 2
+    steps = [step for step in set(mine) & set(theirs) if step > half]
+    return float(np.mean([mine[s] - theirs[s] for s in steps])) if steps else None
 
 
 def form_options(model):
@@ -254,29 +273,35 @@ def forms_markdown(forms):
     if not forms["rows"]:
         return ""
 
-    def listed(values, signed=False):  # mean ± sample deviation over the seeds
+    def listed(values, signed=False, digits=2):  # mean ± sample deviation over seeds
         values = [v for v in values if v is not None]
         if not values:
             return "-"
         mean, std = mean_and_std(values)
-        text = f"{mean:{'+' if signed else ''}.2f}"
-        return text if std is None else f"{text} ± {std:.2f}"
+        text = f"{mean:{'+' if signed else ''}.{digits}f}"
+        return text if std is None else f"{text} ± {std:.{digits}f}"
 
     lines = ["| form | options | seeds (converged) | valid BLEU | test BLEU | "
-             "Δ BLEU vs Transformer | κ/α distance from uniform |",
-             "|---|---|---|---|---|---|---|"]
+             "Δ BLEU vs Transformer | κ/α distance from uniform | "
+             "training loss − the paper form's (same batches) |",
+             "|---|---|---|---|---|---|---|---|"]
     for row in forms["rows"]:
         lines.append(
             f"| {row['model']} | `{row['model_options'] or '(the paper)'}` | "
             f"{len(row['seeds'])} ({len(row['converged_seeds'])}) | "
             f"{listed(row['valid_bleu'])} | {listed(row['test_bleu'])} | "
             f"{listed(row['bleu_vs_transformer'], signed=True)} | "
-            f"{'-' if row['kappa_alpha_tv'] is None else row['kappa_alpha_tv']} |")
+            f"{'-' if row['kappa_alpha_tv'] is None else row['kappa_alpha_tv']} | "
+            f"{listed(row['training_loss_vs_paper'], signed=True, digits=3)} |")
     choice = (f"The builder's default: **{forms['chosen']}**, {forms['reason']}."
               if forms["chosen"] else f"The builder's default: {forms['reason']}.")
     return ("\n".join(lines) + "\n\n" + choice + " Chosen on the valid split (each cell's "
             "best checkpoint, greedy, every valid sentence); the test columns are shown, "
-            "not used.\n")
+            "not used. The training loss column: the mean difference to the paper form "
+            "of the same seed over the batches both runs logged (one every `log_every` "
+            "steps, the second half of the shorter run); the same seed gives every "
+            "form the same batches, so it is paired: above 0, the form fits the "
+            "training data less well.\n")
 
 
 CLAIMS = [
