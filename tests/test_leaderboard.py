@@ -354,6 +354,7 @@ def test_partial_records_the_unfinished_cells_curves_only(tmp_path, monkeypatch)
     # The best so far: the earlier step of a tie.
     assert record["best_so_far"] == {"step": 1000, "bleu": 3.25, "chrf": 18.5}
     assert record["training_seconds_at_last_checkpoint"] == 720.5
+    assert record["training_loss_logged"] == []  # no TensorBoard log in this run
     assert record["early_stopping_state"] is None and record["note"] == "one thread"
     assert record["recipe"] == "low-resource" and "--seeds 0" in record["command"]
     assert record["command"].endswith("--protocol converge --steps 24000 --cap-minutes 240")

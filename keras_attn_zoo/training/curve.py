@@ -121,8 +121,9 @@ def run_so_far(run_dir):
     """An unfinished run's state, read from its directory, for a record that
     outlives the machine holding its checkpoints: `curve` (every valid
     evaluation), `best_so_far` (step, BLEU, chrF; the earlier step on a tie),
-    `early_stopping_state` (None without one) and
-    `training_seconds_at_last_checkpoint`. Raises `ValueError` when the
+    `early_stopping_state` (None without one),
+    `training_seconds_at_last_checkpoint` and `training_loss_logged` (from
+    `<run_dir>/logs`, `logged_training_loss`). Raises `ValueError` when the
     directory holds no valid curve (not evaluated yet, or another directory)."""
     run_dir = pathlib.Path(run_dir)
     curve = read_curve(run_dir / "curve.jsonl")
@@ -135,7 +136,8 @@ def run_so_far(run_dir):
             "early_stopping_state": (json.loads(state_path.read_text())
                                      if state_path.exists() else None),
             "curve": curve,
-            "training_seconds_at_last_checkpoint": round(clock_seconds(run_dir), 1)}
+            "training_seconds_at_last_checkpoint": round(clock_seconds(run_dir), 1),
+            "training_loss_logged": logged_training_loss(run_dir / "logs")}
 
 
 def write_run_so_far(partial_dir, stem, record):
