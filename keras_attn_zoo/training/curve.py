@@ -162,7 +162,7 @@ def logged_training_loss(log_dir):
     A resumed run starts a new event file and logs again the steps after the
     checkpoint it resumed from: a file's points replace the earlier files' from
     its first step on (that training was abandoned). Event files sort by the
-    start time in their names.
+    start time in their names; a file cut by a kill gives the records before the cut.
     """
     def started(path):
         return int(path.name.split(".")[3])  # events.out.tfevents.<seconds>.<host>...
@@ -170,12 +170,16 @@ def logged_training_loss(log_dir):
     points = {}
     for path in sorted(pathlib.Path(log_dir).glob("events.out.tfevents.*"), key=started):
         found = {}
-        for record in tf.data.TFRecordDataset(str(path)):
-            event = tf.compat.v1.Event.FromString(record.numpy())
-            for value in event.summary.value:
-                if value.tag == "loss":
-                    found[event.step] = (float(tf.make_ndarray(value.tensor))
-                                         if value.HasField("tensor") else value.simple_value)
+        try:
+            for record in tf.data.TFRecordDataset(str(path)):
+                event = tf.compat.v1.Event.FromString(record.numpy())
+                for value in event.summary.value:
+                    if value.tag == "loss":
+                        found[event.step] = (float(tf.make_ndarray(value.tensor))
+                                             if value.HasField("tensor")
+                                             else value.simple_value)
+        except tf.errors.DataLossError:
+            pass  # a process killed mid-write: its last record is cut, the rest holds
         if found:
             first = min(found)
             points = {step: loss for step, loss in points.items() if step < first}
