@@ -18,11 +18,21 @@ residual + norm) this measures
 
 The plain Transformer is trained beside them as the peer.
 
+``--trained NAME=MODEL.keras,...`` measures trained models instead (the
+leaderboard's cells, for example): on the same unit-RMS input, the RMS of
+every encoder and decoder block's whole residual update (block(x) - x; a
+Weighted block's branched layer holds its FFNs, a Transformer block has an
+attention and an FFN sublayer, so only the whole update compares) and of each
+attention sublayer's output. Whether training made up for the paper form's
+small start, and how large the gain forms' updates grew.
+
 Usage:
     python benchmarks/weighted_variants.py               # small preset, ~minutes
     python benchmarks/weighted_variants.py --smoke       # tiny, seconds
+    python benchmarks/weighted_variants.py --trained transformer=runs/.../model.keras,...
 
-Writes ``benchmarks/results/weighted_variants-<date>.json``.
+Writes ``benchmarks/results/weighted_variants-<date>.json`` (``--trained``:
+``weighted_trained_updates-<date>.json``).
 """
 
 from __future__ import annotations
@@ -138,6 +148,37 @@ def train_one(name, options, preset, vocabulary_size, batches, seed, peak, warmu
     return result
 
 
+def trained_updates(models, seed):
+    """`{name: {"blocks": {block: RMS of block(x) - x}, "attention": {layer: RMS}}}`
+    for trained models (`{name: path of a .keras file}`), on one unit-RMS input
+    (and the same input as the decoder blocks' memory)."""
+    import keras
+
+    import keras_attn_zoo.models  # noqa: F401  (registers the saved classes)
+    from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
+    from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
+    from keras_attn_zoo.layers.transformer_decoder_block import TransformerDecoderBlock
+    from keras_attn_zoo.layers.transformer_encoder_block import TransformerEncoderBlock
+
+    def rms(values):
+        return round(float(np.sqrt(np.mean(np.asarray(values) ** 2))), 4)
+
+    rows = {}
+    for name, path in models.items():
+        model = keras.models.load_model(path, compile=False)
+        x = keras.random.normal((8, 16, model.get_config()["model_dim"]), seed=seed)
+        blocks, attention = {}, {}
+        for layer in model._flatten_layers(include_self=False):
+            if isinstance(layer, TransformerEncoderBlock):
+                blocks[layer.name] = rms(layer(x) - x)
+            elif isinstance(layer, TransformerDecoderBlock):
+                blocks[layer.name] = rms(layer(x, x) - x)
+            elif isinstance(layer, (BranchedWeightedAttention, MultiHeadAttention)):
+                attention[layer.name] = rms(layer(x, context=x))
+        rows[name] = {"path": str(path), "blocks": blocks, "attention": attention}
+    return rows
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     common.add_common_arguments(parser, repeats=1, warmup=0)
@@ -153,7 +194,20 @@ def main(argv=None):
                         help="WEIGHTED_VARIANTS names to run (default: all)")
     parser.add_argument("--inits", type=int, default=4,
                         help="initialisations averaged for the initial RMS")
+    parser.add_argument("--trained", type=common.str_list, default=None,
+                        help="NAME=MODEL.keras,...: measure these trained models' "
+                             "residual updates instead of training on the toy task")
     args = parser.parse_args(argv)
+    if args.trained:
+        run = common.start_run()
+        models = dict(item.split("=", 1) for item in args.trained)
+        results = {"input": "unit-RMS normal, [8, 16, d], seed 0",
+                   "models": trained_updates(models, seed=0)}
+        for name, row in results["models"].items():
+            print(name, row["blocks"], row["attention"], flush=True)
+        print(common.write_results("weighted_trained_updates", results, args.output_dir,
+                                   args.smoke, run))
+        return
     if args.smoke:
         args.preset, args.seeds, args.steps, args.inits = "tiny", [0], 12, 1
 

@@ -1,5 +1,6 @@
 """The Weighted Transformer: simplex projection, branched attention, model."""
 
+import functools
 import inspect
 
 import keras
@@ -567,3 +568,39 @@ def test_activation_dropout_reaches_the_branch_feed_forward_networks():
                                      activation_dropout=rate)
         first, second = (np.asarray(quiet(inputs, training=True)) for _ in range(2))
         assert (np.abs(first - second).max() > 1e-4) == differs
+
+
+def test_the_trained_update_benchmark_sees_the_paper_forms_small_encoder_updates(
+        tmp_path, monkeypatch):
+    """benchmarks/weighted_variants.py --trained reads .keras files and measures
+    each block's whole residual update (block(x) - x) on one unit-RMS input: at
+    the start, the paper form's encoder blocks (κ_i α_i = 1/M², the FFNs inside
+    the branches) change their input far less than the Transformer's, the
+    gain-corrected form's about as much; 2 + 2 layers, the small preset's width."""
+    import pathlib
+
+    monkeypatch.syspath_prepend(str(pathlib.Path(__file__).resolve().parents[1]
+                                    / "benchmarks"))
+    import weighted_variants
+
+    paths = {}
+    for name, build in (("transformer", transformer),
+                        ("weighted", weighted_transformer),
+                        ("weighted-gain", functools.partial(
+                            weighted_transformer, **WEIGHTED_VARIANTS["gain"]))):
+        keras.utils.set_random_seed(0)
+        model = build(64, preset="small", dropout=0.0)
+        model({"source_ids": np.full((1, 4), 5, "int32"),
+               "target_ids": np.full((1, 3), 5, "int32")})
+        paths[name] = tmp_path / f"{name}.keras"
+        model.save(paths[name])
+    rows = weighted_variants.trained_updates(paths, seed=0)
+    encoder = {name: [rows[name]["blocks"][f"encoder_block_{i}"] for i in range(2)]
+               for name in paths}
+    assert set(rows["weighted"]["blocks"]) == {
+        "encoder_block_0", "encoder_block_1", "decoder_block_0", "decoder_block_1"}
+    assert max(encoder["weighted"]) < 0.3 * min(encoder["transformer"]), encoder
+    assert min(encoder["weighted-gain"]) > 0.5 * max(encoder["transformer"]), encoder
+    # The attention column: the branched layers of the Weighted forms, the
+    # Transformer's multi-head ones, each by its layer name.
+    assert rows["weighted"]["attention"].keys() == rows["transformer"]["attention"].keys()
