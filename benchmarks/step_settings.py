@@ -127,6 +127,7 @@ def measure(model, preset, precision, batch_tokens, length, steps, smoke, optimi
     first_call, _ = common.timed_once(lambda: train_throughput.relax(step, batches))
     one_step = train_throughput.stepper(step, batches, 1)
     common.time_call(one_step, repeats=1, warmup=1)  # two warm-up steps
+    arrived = time.time()
     if barrier:
         wait_for_parties(barrier["directory"], barrier["parties"])
     timed_start = time.time()
@@ -139,7 +140,7 @@ def measure(model, preset, precision, batch_tokens, length, steps, smoke, optimi
             "step_seconds": timing.median,
             "tokens_per_s": stats["mean_target_tokens"] / timing.median,
             "tokens_per_step": stats["mean_target_tokens"],
-            "timed_start": timed_start, "timed_end": timed_end,
+            "arrived": arrived, "timed_start": timed_start, "timed_end": timed_end,
             "mfu": flops / timing.median / (rate * 1e9), "load": common.load_average()}
 
 
