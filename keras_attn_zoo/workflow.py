@@ -798,6 +798,15 @@ def _choose_length_penalty(config, translator, valid):
     choices = [float(value) for value in config.length_penalty_choices]
     if not choices:
         return {}
+    # A model whose builder ranks by another rule by default (the eager
+    # translator: the reference's average log-prob) has no penalty to choose; an
+    # explicit length_normalization was refused before training (check_run_options).
+    normalization = getattr(translator.model, "length_normalization", "gnmt")
+    if normalization != "gnmt":
+        print(f"length penalty: not chosen, the model ranks hypotheses by "
+              f"length_normalization={normalization!r}")
+        return {"length_penalty_choice": {"chosen": None, "by": "not applicable",
+                                          "length_normalization": normalization}}
     pairs = _valid_pairs_to_choose_on(config, valid, "--length-penalty-choices")
     started = time.monotonic()
     rows = search_grid(translator, pairs, [translator.beam_size], choices)

@@ -368,7 +368,10 @@ def test_trained_model_translates_a_swap_task_through_its_decoding_rules():
     training on the padded batches, greedy decoding with the eager rules (ε,
     source-padding injection, the EOS choice) and stripping must give the
     targets exactly: what the model trains is what it decodes. (Measured:
-    all 100 right on three seeds, 15 epochs.)"""
+    all 100 right on three seeds, 15 epochs.) `injection_end="choose"`: a
+    target exactly as long as its source ends at the source EOS, where the
+    reference's SPI would read its N pads first (the N chosen on dev sets the
+    length there; test_eager_control.py runs the recipe path that way)."""
     sentencepiece_size = VOCAB - 3
     rng = np.random.default_rng(0)
     seed_everything(0)
@@ -388,7 +391,7 @@ def test_trained_model_translates_a_swap_task_through_its_decoding_rules():
     train = [feasible(*swap_pair()) for _ in range(4000)]
     assert any(EPS in target for _, target in train)
     model = eager_translator(VOCAB, preset="tiny", embedding_dim=32, hidden_dim=64,
-                             start_pads=0)
+                             start_pads=0, injection_end="choose")
     model.compile(Adam(3e-3), keras.losses.SparseCategoricalCrossentropy(
         from_logits=True, ignore_class=0))
     model.fit(make_eager_dataset(train, 64, seed=0).repeat(), steps_per_epoch=63,
@@ -652,10 +655,10 @@ def test_reference_injection_end_reads_every_pad_before_the_source_eos():
     ends = tf.constant(lengths, tf.int32)
     for step in range(12):
         choose = apply_eager_rules(
-            log_probs, step, tf.zeros([3], tf.int32), ends, eos_log_prob, **rules)
-        reference = apply_eager_rules(
             log_probs, step, tf.zeros([3], tf.int32), ends, eos_log_prob,
-            injection_end="reference", **rules)
+            injection_end="choose", **rules)
+        reference = apply_eager_rules(  # the default
+            log_probs, step, tf.zeros([3], tf.int32), ends, eos_log_prob, **rules)
         for row, n in enumerate(lengths):
             if step < max(n, 2):
                 continue
@@ -664,3 +667,7 @@ def test_reference_injection_end_reads_every_pad_before_the_source_eos():
             assert float(reference[row, EOS]) == pytest.approx(expected)
     with pytest.raises(ValueError, match="injection_end"):
         eager_translator(VOCAB, preset="tiny", injection_end="never")
+    # The builder's defaults are the reference code's decoding.
+    model = eager_translator(VOCAB, preset="tiny")
+    assert (model.zoo_config["injection_end"], model.length_normalization) == (
+        "reference", "average")

@@ -297,6 +297,20 @@ def test_length_penalty_choices_that_cannot_act_are_refused_before_any_work(
     assert not (tmp_path / "run").exists()
 
 
+def test_a_model_ranking_by_average_log_prob_has_no_penalty_to_choose(
+        corpus_files, tmp_path, capsys):
+    """The eager translator ranks by the reference's average log-prob by default:
+    `--length-penalty-choices` (make train passes it) is then not applicable,
+    said and recorded, and the run goes on to its test evaluation."""
+    results = workflow.training_run(run_config(
+        corpus_files, tmp_path / "run", "--model", "eager_translator", "--beam-size", "2",
+        "--length-penalty-choices", "0.6,1.0", steps=2))
+    assert results["length_penalty_choice"] == {
+        "chosen": None, "by": "not applicable", "length_normalization": "average"}
+    assert "length penalty: not chosen" in capsys.readouterr().out
+    assert results["test_pairs"] == 3
+
+
 def test_length_penalty_choices_must_be_numbers(corpus_files, tmp_path, capsys):
     with pytest.raises(SystemExit):
         run_config(corpus_files, tmp_path / "run", "--length-penalty-choices", "0.6,long")

@@ -284,6 +284,12 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
     assert (config.max_steps, config.time_budget_minutes) == (24000, 240.0)
     assert config.valid_every > 0 and config.patience > 0
     assert str(args.output_dir).endswith("small-converge-24000steps-240min")
+    # The eager translator as its paper runs it: the aligned stream, and the source
+    # padding injection chosen on the valid split (its decoding, the reference's,
+    # is the builder's default); no other model gets those flags.
+    eager = leaderboard.cell_config(args, "eager", 0)
+    assert eager.aligned_batching and eager.source_padding_injection == "valid"
+    assert config.source_padding_injection == "model" and not config.aligned_batching
     # The committed table's protocol and directory.
     fixed = leaderboard.parse_args(["--protocol", "fixed"])
     assert fixed.steps == 2000 and fixed.results_dir.name == "small-2000steps"

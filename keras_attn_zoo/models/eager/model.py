@@ -32,13 +32,14 @@ end right after its last token). Steps ``t < n`` read ``x_t``. At steps
 training data put source pads *before* the source EOS, and so does the
 reference code's SPI, which injects them "before the <eos> tag"); the
 alternative "read the source EOS now and end" is computed in the same step,
-and its EOS log-probability is returned in ``state["eos_log_prob"]``. The
-processor scores a target EOS with it and every other token with the
+and its EOS log-probability is returned in ``state["eos_log_prob"]``. With
+``injection_end="reference"``, the default, the N pads are read first, as the
+reference code does, and a hypothesis ends early only if the model predicts
+EOS while reading a pad. ``"choose"`` (the zoo's earlier default) scores a
+target EOS with the source-EOS reading and every other token with the
 pad-reading logits, so a hypothesis chooses at each step ``t >= n`` between
-ending (source EOS read) and one more injected source pad, up to N pads
-(``injection_end="choose"``, the default; ``"reference"`` reads the N pads
-first, as the reference code does, and ends early only if the model predicts
-EOS while reading a pad).
+ending and one more pad; trained models almost always end at the first such
+step, which caps outputs at about 0.62 of the reference length (issue 32).
 
 Export (``keras_attn_zoo.export.Translator`` hooks): the model exposes
 ``logits_processor`` (the decoding rules above with the paper's defaults),
@@ -141,16 +142,20 @@ class EagerLSTMTranslator(ZooModel):
             ``set_decoding``).
         epsilon_limit: k of the decoding rules (paper's command: 3).
         length_normalization: how beam search ranks finished hypotheses:
-            ``"gnmt"`` (the zoo's default, GNMT penalty with the search's
-            ``length_penalty`` alpha) or ``"average"`` (log-prob / tokens, as
-            the reference ``generate.py`` ranks by log-prob / (i + 1)).
-            With start pads P a hypothesis holds at most n + N - P word
-            pieces (n = source pieces with EOS), so a larger N and a ranking
-            that does not favour ending early lengthen the output.
-        injection_end: ``"choose"`` (the zoo's: every step after the
-            source may end by reading the source EOS) or ``"reference"``
-            (the reference's SPI: the N pads are read before the source
-            EOS); see ``models.eager.processor``.
+            ``"average"`` (the default: log-prob / tokens, as the reference
+            ``generate.py`` ranks by log-prob / (i + 1)) or ``"gnmt"`` (the
+            GNMT penalty with the search's ``length_penalty`` alpha, the
+            zoo's other models' ranking). With start pads P a hypothesis
+            holds at most n + N - P word pieces (n = source pieces with EOS),
+            so a larger N and a ranking that does not favour ending early
+            lengthen the output.
+        injection_end: ``"reference"`` (the default, the reference's SPI: the
+            N pads are read before the source EOS) or ``"choose"`` (every step
+            after the source may end by reading the source EOS); see
+            ``models.eager.processor``. The defaults are the reference code's
+            decoding; the zoo's earlier ``"choose"`` with GNMT ranking kept
+            outputs at about 0.62 of the reference length (issue 32;
+            ``benchmarks/results/eager_length-2026-11-25.json``).
 
     The reference code's weight drop (DropConnect on the recurrent weights)
     was off in the paper's runs and is not implemented.
@@ -187,8 +192,8 @@ class EagerLSTMTranslator(ZooModel):
         start_pads=DEFAULT_START_PADS,
         source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
         epsilon_limit=DEFAULT_EPSILON_LIMIT,
-        length_normalization="gnmt",
-        injection_end="choose",
+        length_normalization="average",
+        injection_end="reference",
         **kwargs,
     ):
         config = dict(

@@ -17,16 +17,16 @@ EOS, ``P`` = start pads, ``k`` = ε limit, ``N`` = source padding injection):
   ``t >= max(n + N, P)`` only EOS is left (``N = 0``: the output is exactly as
   long as the source, as in the paper without SPI);
 * how a hypothesis ends while pads are injected (``injection_end``):
-  ``"choose"`` (the zoo's default) scores EOS at every step ``t >= n`` with the
-  log-prob of reading the source EOS now. Training puts the target EOS
-  exactly where the source EOS is read, so that log-prob is near 0 and beats
-  every word: hypotheses end at the first allowed step and ``N`` barely
+  ``"reference"`` (the default) is the reference code's SPI: the N pads are
+  read, EOS is scored as the pad-reading step predicts it (the model may still
+  end early), and the source EOS is read only after them; ``N`` then sets the
+  output length, which is why the paper tunes it on the dev set.
+  ``"choose"`` (the zoo's earlier default) scores EOS at every step ``t >= n``
+  with the log-prob of reading the source EOS now. Training puts the target
+  EOS exactly where the source EOS is read, so that log-prob is near 0 and
+  beats every word: hypotheses end at the first allowed step and ``N`` barely
   changes the length (issue 32: a 300-step small model's dev length ratio
-  was 0.645-0.651 for every N from 0 to 10).
-  ``"reference"`` is the reference code's SPI: the N pads are read, EOS is
-  scored as the pad-reading step predicts it (the model may still end
-  early), and the source EOS is read only after them; ``N`` then sets the
-  output length, which is why the paper tunes it on the dev set;
+  was 0.645-0.651 for every N from 0 to 10);
 * the source-pad token is never a target token.
 
 Defaults: the values of the paper's published decoding command (beam 5,
@@ -63,7 +63,7 @@ def apply_eager_rules(log_probs, step, epsilon_count, source_end, eos_log_prob, 
                       start_id, epsilon_id, source_pad_id,
                       start_pads=DEFAULT_START_PADS, epsilon_limit=DEFAULT_EPSILON_LIMIT,
                       source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
-                      injection_end="choose"):
+                      injection_end="reference"):
     """The rules of the module docstring on float32 log-probs ``[R, V]``.
 
     Args:
@@ -111,7 +111,7 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
                            start_pads=DEFAULT_START_PADS,
                            epsilon_limit=DEFAULT_EPSILON_LIMIT,
                            source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
-                           injection_end="choose"):
+                           injection_end="reference"):
     """A ``logits_processor`` for ``beam_search`` / ``greedy_search`` (eager model only).
 
     It reads ``state["source_end"]`` and ``state["eos_log_prob"]`` from
