@@ -235,6 +235,22 @@ FRESH_LOAD_SCRIPT = FRESH_PROCESS_PRELUDE + textwrap.dedent(r"""
 """)
 
 
+def test_the_search_grid_gives_one_row_per_beam_to_the_average_ranking(trained, sentences):
+    """The eager model ranks by average log-prob (its default): a GNMT length
+    penalty does not act on its search, so the valid grid scores each beam once
+    (a recipe cell's grid would otherwise decode the valid split once per
+    penalty for the same output)."""
+    from keras_attn_zoo.evaluation.scores import search_grid
+
+    model, translator = trained
+    assert model.length_normalization == "average"
+    pairs = [(text, text) for text in sentences[:4]]
+    rows = search_grid(translator, pairs, [1, 2], [0.6, 1.0])
+    assert [(row["beam_size"], row["length_penalty"]) for row in rows] == [(1, 0.0), (2, 0.0)]
+    assert rows[1]["bleu"] == corpus_scores(
+        translator.translate_texts(sentences[:4], beam_size=2), sentences[:4])["bleu"]
+
+
 def test_export_reloads_in_a_fresh_process(trained, sentencepiece, sentences, references,
                                            tmp_path):
     model, translator = trained

@@ -37,14 +37,17 @@ def corpus_scores(hypotheses, references):
 
 def search_grid(translator, pairs, beam_sizes, length_penalties, log=None):
     """BLEU, chrF and length ratio of `translator`'s search on `pairs` at each beam
-    size and length penalty: one row per setting, greedy (beam 1) once with its
-    penalty unused, each with its `seconds` (a setting's first call includes its
-    tracing). Settings are chosen on the valid split with it; `log(row)` sees each
-    row as it is scored."""
+    size and length penalty: one row per setting, each with its `seconds` (a
+    setting's first call includes its tracing). Greedy search (beam 1), and every
+    beam of a model that ranks hypotheses without the GNMT penalty (the eager
+    translator's average log-prob), get one row, the penalty 0.0 and unused.
+    Settings are chosen on the valid split with it; `log(row)` sees each row as
+    it is scored."""
     sources, references = [s for s, _ in pairs], [t for _, t in pairs]
+    penalized = getattr(translator.model, "length_normalization", "gnmt") == "gnmt"
     rows = []
     for beam in beam_sizes:
-        for penalty in ([0.0] if beam == 1 else length_penalties):
+        for penalty in (length_penalties if beam > 1 and penalized else [0.0]):
             started = time.monotonic()
             hypotheses = translator.translate_texts(sources, beam_size=beam,
                                                     length_penalty=penalty)
