@@ -155,26 +155,20 @@ def trained_updates(models, seed):
     import keras
 
     import keras_attn_zoo.models  # noqa: F401  (registers the saved classes)
-    from keras_attn_zoo.layers.branched_weighted_attention import BranchedWeightedAttention
-    from keras_attn_zoo.layers.multi_head_attention import MultiHeadAttention
-    from keras_attn_zoo.layers.transformer_decoder_block import TransformerDecoderBlock
-    from keras_attn_zoo.layers.transformer_encoder_block import TransformerEncoderBlock
 
     def rms(values):
         return round(float(np.sqrt(np.mean(np.asarray(values) ** 2))), 4)
 
     rows = {}
     for name, path in models.items():
-        model = keras.models.load_model(path, compile=False)
+        model = keras.models.load_model(path, compile=False)  # a Seq2SeqTransformer
         x = keras.random.normal((8, 16, model.get_config()["model_dim"]), seed=seed)
-        blocks, attention = {}, {}
-        for layer in model._flatten_layers(include_self=False):
-            if isinstance(layer, TransformerEncoderBlock):
-                blocks[layer.name] = rms(layer(x) - x)
-            elif isinstance(layer, TransformerDecoderBlock):
-                blocks[layer.name] = rms(layer(x, x) - x)
-            elif isinstance(layer, (BranchedWeightedAttention, MultiHeadAttention)):
-                attention[layer.name] = rms(layer(x, context=x))
+        blocks = {block.name: rms(block(x) - x) for block in model.encoder_blocks}
+        blocks.update({block.name: rms(block(x, x) - x) for block in model.decoder_blocks})
+        slots = [block.self_attention for block in model.encoder_blocks]
+        for block in model.decoder_blocks:
+            slots += [block.self_attention, block.cross_attention]
+        attention = {layer.name: rms(layer(x, context=x)) for layer in slots}
         rows[name] = {"path": str(path), "blocks": blocks, "attention": attention}
     return rows
 
