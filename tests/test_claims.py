@@ -649,18 +649,19 @@ def test_the_weighted_forms_training_loss_is_compared_on_the_same_batches():
     """Per seed, the mean difference to the paper form over the logged steps both
     runs share in the second half of the shorter one (here steps 200-300 of a
     300-step run against a 400-step one): the early steps and the longer run's
-    tail do not count, and a cell without the record gives no value."""
+    tail do not count, and a cell without the record gives no value. Each batch
+    has its own difficulty, shared by every form that trains on it."""
     def form(model, losses_by_seed):
         return [_cell(model, seed, builder="weighted_transformer", best_valid_bleu=5.0,
                       bleu=5.0, model_options=model[9:], training_loss_logged=losses,
                       **_versus(0.0, 0.5))
                 for seed, losses in enumerate(losses_by_seed)]
 
-    paper = [[step, 4.0] for step in range(50, 401, 50)]
-    gain = [[step, 9.0 if step <= 150 else 4.0 + 0.1 * (seed + 1)]
-            for seed in range(3) for step in range(50, 301, 50)]
-    gain_by_seed = [gain[6 * seed:6 * seed + 6] for seed in range(3)]
-    cells = (form("weighted", [paper] * 3) + form("weighted-gain", gain_by_seed[:2] + [[]])
+    batch = {step: 0.5 * np.sin(step) for step in range(50, 401, 50)}  # each batch's own
+    paper = [[step, 4.0 + batch[step]] for step in range(50, 401, 50)]
+    gain = [[[step, (9.0 if step <= 150 else 4.0 + 0.1 * (seed + 1)) + batch[step]]
+             for step in range(50, 301, 50)] for seed in range(3)]
+    cells = (form("weighted", [paper] * 3) + form("weighted-gain", gain[:2] + [[]])
              + _transformers())
     rows = {row["model"]: row for row in weighted.forms_table(cells)["rows"]}
     assert rows["weighted"]["training_loss_vs_paper"] == []
@@ -668,6 +669,10 @@ def test_the_weighted_forms_training_loss_is_compared_on_the_same_batches():
         pytest.approx(0.1), pytest.approx(0.2), None]
     table = weighted.forms_markdown(weighted.forms_table(cells))
     assert "| +0.150 ± 0.071 |" in table and "same batches" in table
+    # Losses that do not move together come from different batches: no paired value.
+    shuffled = [[step, loss] for (step, _), (_, loss) in zip(gain[0], gain[0][::-1])]
+    assert weighted.same_batch_loss_difference(
+        form("weighted-gain", [shuffled])[0], form("weighted", [paper])[0]) is None
 
 
 def test_the_weighted_forms_choose_the_default_on_valid_converged_seeds_only():
