@@ -15,6 +15,7 @@ from keras_attn_zoo.decoding.greedy import greedy_search
 from keras_attn_zoo.decoding.greedy import most_probable_token
 from keras_attn_zoo.models.eager.processor import PAPER_BEAM_SIZE
 from keras_attn_zoo.models.eager.processor import DEFAULT_EPSILON_LIMIT
+from keras_attn_zoo.models.eager.processor import DEFAULT_INJECTION_END
 from keras_attn_zoo.models.eager.processor import DEFAULT_SOURCE_PADDING_INJECTION
 from keras_attn_zoo.models.eager.processor import apply_eager_rules
 from keras_attn_zoo.models.eager.processor import eager_processor_for
@@ -107,7 +108,7 @@ class EagerStreamer:
             source_padding_injection=model_default(
                 "source_padding_injection", source_padding_injection,
                 DEFAULT_SOURCE_PADDING_INJECTION),
-            injection_end=model.zoo_config.get("injection_end", "choose"))
+            injection_end=model_default("injection_end", None, DEFAULT_INJECTION_END))
         self.max_length_a = max_length_a
         self.max_length_b = max_length_b
         self.carry_state = carry_state

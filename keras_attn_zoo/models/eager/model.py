@@ -61,6 +61,8 @@ from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
 from keras_attn_zoo.layers.eager_embedding import EagerEmbedding
 from keras_attn_zoo.layers.projected_lstm import ProjectedLSTM
 from keras_attn_zoo.models.eager.processor import DEFAULT_EPSILON_LIMIT
+from keras_attn_zoo.models.eager.processor import DEFAULT_INJECTION_END
+from keras_attn_zoo.models.eager.processor import DEFAULT_LENGTH_NORMALIZATION
 from keras_attn_zoo.models.eager.processor import DEFAULT_SOURCE_PADDING_INJECTION
 from keras_attn_zoo.models.eager.processor import INJECTION_ENDS
 from keras_attn_zoo.models.eager.processor import LENGTH_NORMALIZATIONS
@@ -192,8 +194,8 @@ class EagerLSTMTranslator(ZooModel):
         start_pads=DEFAULT_START_PADS,
         source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
         epsilon_limit=DEFAULT_EPSILON_LIMIT,
-        length_normalization="average",
-        injection_end="reference",
+        length_normalization=DEFAULT_LENGTH_NORMALIZATION,
+        injection_end=DEFAULT_INJECTION_END,
         **kwargs,
     ):
         config = dict(

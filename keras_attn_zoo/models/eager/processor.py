@@ -53,6 +53,9 @@ LENGTH_NORMALIZATIONS = ("gnmt", "average")
 
 # `injection_end` values (see the module docstring).
 INJECTION_ENDS = ("choose", "reference")
+# The defaults: the reference code's decoding (issue 32; module docstring).
+DEFAULT_INJECTION_END = "reference"
+DEFAULT_LENGTH_NORMALIZATION = "average"
 
 DEFAULT_EPSILON_LIMIT = 3
 DEFAULT_SOURCE_PADDING_INJECTION = 4
@@ -63,7 +66,7 @@ def apply_eager_rules(log_probs, step, epsilon_count, source_end, eos_log_prob, 
                       start_id, epsilon_id, source_pad_id,
                       start_pads=DEFAULT_START_PADS, epsilon_limit=DEFAULT_EPSILON_LIMIT,
                       source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
-                      injection_end="reference"):
+                      injection_end=DEFAULT_INJECTION_END):
     """The rules of the module docstring on float32 log-probs ``[R, V]``.
 
     Args:
@@ -111,7 +114,7 @@ def eager_logits_processor(start_id, epsilon_id, source_pad_id, *,
                            start_pads=DEFAULT_START_PADS,
                            epsilon_limit=DEFAULT_EPSILON_LIMIT,
                            source_padding_injection=DEFAULT_SOURCE_PADDING_INJECTION,
-                           injection_end="reference"):
+                           injection_end=DEFAULT_INJECTION_END):
     """A ``logits_processor`` for ``beam_search`` / ``greedy_search`` (eager model only).
 
     It reads ``state["source_end"]`` and ``state["eos_log_prob"]`` from
