@@ -251,6 +251,14 @@ RUN_IDENTITY_FIELDS = (
 RUN_IDENTITY_FILE = "run_identity.json"
 
 
+def run_identity(config):
+    """What a run directory's `run_identity.json` holds for `config` (its precision
+    as `use_mixed_precision` resolved it when the run started)."""
+    identity = {field: getattr(config, field) for field in RUN_IDENTITY_FIELDS}
+    identity["model_options"] = config.builder_options  # the order of the pairs is free
+    return identity
+
+
 def open_run_directory(config):
     """Creates the run directory, or checks that the run in it trains this model.
 
@@ -262,8 +270,7 @@ def open_run_directory(config):
     """
     output_dir = config.paths[0]
     output_dir.mkdir(parents=True, exist_ok=True)
-    identity = {field: getattr(config, field) for field in RUN_IDENTITY_FIELDS}
-    identity["model_options"] = config.builder_options  # the order of the pairs is free
+    identity = run_identity(config)
     path = output_dir / RUN_IDENTITY_FILE
     if not path.exists():
         write_atomically(path, json.dumps(identity, indent=2, sort_keys=True) + "\n")

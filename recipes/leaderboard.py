@@ -50,6 +50,10 @@ after them, in one process, as a cell would have.
 ``--partial`` records the valid curve so far of each unfinished cell of
 ``--models``/``--seeds`` (``<results-dir>/partial/<model>-seed<N>-curve-<date>.json``):
 a cell's checkpoints stay on the machine that trains it, its curve in the repository.
+``--adopt-run RESULT_JSON`` (one model, one seed) gives a cell, instead of its
+training, the finished run of a family's recipe grid (``recipes/recipe_experiments.py``
+under the table's caps): the grid's seed-0 cell of the chosen recipe is the run the
+table's seed-0 cell would train again (every setting is checked, `cells.adopt_run`).
 
 This file is the command: its flags, each cell's train_wmt flags (`cell_config`)
 and the order of the work. The work is `keras_attn_zoo.leaderboard` (`cells`,
@@ -173,6 +177,14 @@ def parse_args(argv=None):
                         help="train nothing: time the decoding of every model of each "
                              "seed in one process, round by round, with the scored "
                              "models (speed-seed<N>.json); then the report")
+    parser.add_argument("--adopt-run", metavar="RESULT_JSON",
+                        help="the one cell of --models/--seeds takes, instead of training, "
+                             "the finished run of this recipe-grid result file "
+                             "(recipes/recipe_experiments.py under the same caps, settings "
+                             "and vocabulary; its run directory is the one the file records, "
+                             "or --adopt-run-dir)")
+    parser.add_argument("--adopt-run-dir", metavar="DIR",
+                        help="the run directory of --adopt-run's result")
     parser.add_argument("--partial", action="store_true",
                         help="train nothing: record each unfinished cell's valid curve so "
                              "far (from its run directory) in <results-dir>/partial/, so a "
@@ -207,6 +219,11 @@ def parse_args(argv=None):
         parser.error("--steps must be at least 1")
     if args.cap_minutes <= 0:
         parser.error("--cap-minutes must be > 0")
+    if args.adopt_run_dir and not args.adopt_run:
+        parser.error("--adopt-run-dir goes with --adopt-run")
+    if args.adopt_run and (len(args.models), len(args.seeds)) != (1, 1):
+        parser.error("--adopt-run makes one cell: give one model (--models) and one seed "
+                     "(--seeds)")
     if args.protocol == "converge":
         args.budget = (f"to convergence, cap {args.steps} steps / {args.cap_minutes:g} min")
         tag = f"{args.preset}-converge-{args.steps}steps-{args.cap_minutes:g}min"
@@ -355,6 +372,9 @@ def main(argv=None):
     elif not args.report_only:
         import keras
 
+        if args.adopt_run:
+            leaderboard.adopt_run(board, args.models[0], args.seeds[0], args.adopt_run,
+                                  args.adopt_run_dir)
         for seed in args.seeds:  # seed-major: every model gets its first seed first
             for model in args.models:
                 try:

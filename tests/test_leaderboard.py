@@ -314,7 +314,10 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
     assert leaderboard.cell_config(chosen, "GMM", 0).vocab_size == 8000
     assert leaderboard.cell_config(chosen, "eager", 0).word_dropout == 0.1
     for wrong in (["--family-recipes", "lstm=default"],
-                  ["--family-recipes", "eager=low-resourse"], ["--recipe", "low-resource"]):
+                  ["--family-recipes", "eager=low-resourse"], ["--recipe", "low-resource"],
+                  # a grid's run is one cell's training
+                  ["--adopt-run", "grid.json", "--models", "eager", "--seeds", "0,1"],
+                  ["--adopt-run-dir", "runs/x", "--models", "eager", "--seeds", "0"]):
         with pytest.raises(SystemExit):
             leaderboard.parse_args(wrong)
     # The gold links live beside the tables' directories, named by data and pairs.
@@ -425,3 +428,93 @@ def test_the_weighted_forms_are_models_of_the_board(tmp_path, monkeypatch):
     assert "weight_gain" not in recipe.cell_config(args, "weighted", 0).model_options
     with pytest.raises(SystemExit):
         recipe.parse_args(["--models", "weighted-unknown"])
+
+
+# A recipe grid's cell (recipes/recipe_experiments.py), then leaderboard commands
+# that adopt it, in one process: each command's SystemExit message or None.
+ADOPTION_SCRIPT = textwrap.dedent(r"""
+    import json, pathlib, sys
+
+    sys.path[:0] = [sys.argv[1], str(pathlib.Path(sys.argv[1]).parent)]
+    import leaderboard, recipe_experiments
+    from tests.graph_settings import turn_off_grappler
+
+    turn_off_grappler()
+    grid, commands = json.loads(sys.argv[2]), json.loads(sys.argv[3])
+    recipe_experiments.main(grid)
+    outcomes = []
+    for argv in commands:
+        try:
+            leaderboard.main(argv)
+            outcomes.append(None)
+        except SystemExit as refusal:
+            outcomes.append(str(refusal))
+    pathlib.Path(sys.argv[4]).write_text(json.dumps(outcomes), encoding="utf-8")
+""")
+
+
+def test_a_cell_adopts_the_grid_run_of_its_settings_and_trains_no_step(tmp_path):
+    import keras
+    import numpy as np
+
+    import keras_attn_zoo.models  # noqa: F401  (registers the model classes)
+
+    pairs = make_synthetic_parallel_sentences(280, seed=3)
+    files = {}
+    for split, part in (("train", pairs[:240]), ("valid", pairs[240:260]),
+                        ("test", pairs[260:])):
+        files[split] = _write_split(tmp_path, split, part)
+    settings = {"vocab_size": 120, "batch_tokens": 256, "max_length": 32, "valid_every": 1,
+                "patience": 1}
+    grid = ["--cells", "default", "--steps", "4", "--cap-minutes", "30", "--seed", "0",
+            "--results-dir", str(tmp_path / "grid"), "--runs-dir", str(tmp_path / "grid-runs"),
+            "--no-matmul-rate", "--base", "model=bahdanau_rnn", "--base", "preset=tiny",
+            "--base", "data=files"]
+    for split in ("train", "valid"):
+        grid += ["--base", f"{split}_src={files[split][0]}",
+                 "--base", f"{split}_tgt={files[split][1]}"]
+    for key, value in settings.items():
+        grid += ["--base", f"{key}={value}"]
+    grid_result = tmp_path / "grid" / "default-seed0-4steps-30min.json"
+    board = ["--models", "RNNsearch", "--preset", "tiny", "--steps", "4", "--cap-minutes", "30",
+             "--output-dir", str(tmp_path / "runs"), "--results-dir", str(tmp_path / "results"),
+             "--decode-batch", "8", "--decode-repeats", "1", "--data", "files",
+             "--adopt-run", str(grid_result)]
+    for split in ("train", "valid", "test"):
+        board += [f"--{split}-src", str(files[split][0]), f"--{split}-tgt", str(files[split][1])]
+    for key, value in settings.items():
+        board += [f"--{key.replace('_', '-')}", str(value)]
+    commands = [board + ["--seeds", "1"],                                  # another seed
+                board + ["--seeds", "0", "--learning-rate", "0.01"],       # another setting
+                board + ["--seeds", "0"]]                                  # the grid's run
+    script, report = tmp_path / "adopt.py", tmp_path / "outcomes.json"
+    script.write_text(ADOPTION_SCRIPT, encoding="utf-8")
+    completed = subprocess.run(
+        [sys.executable, str(script), str(REPO / "recipes"), json.dumps(grid),
+         json.dumps(commands), str(report)],
+        capture_output=True, text=True, timeout=600, cwd=tmp_path,
+        env=dict(os.environ, TF_CPP_MIN_LOG_LEVEL="2"))
+    assert completed.returncode == 0, completed.stderr[-3000:] + completed.stdout[-3000:]
+    other_seed, other_rate, adopted = json.loads(report.read_text(encoding="utf-8"))
+
+    # Refused before any work, naming the difference; no run directory left behind.
+    assert "seed 0 there, 1 here" in other_seed
+    assert "learning_rate" in other_rate and "0.01 here" in other_rate
+    assert not (tmp_path / "runs" / "RNNsearch" / "seed1").exists()
+    assert adopted is None
+    grid_record = json.loads(grid_result.read_text(encoding="utf-8"))
+    cell = json.loads((tmp_path / "results" / "RNNsearch" / "seed0" / "cell.json").read_text(
+        encoding="utf-8"))
+    # The grid's run, not a new one: no step trained, its stop and best step, its
+    # best checkpoint's weights scored.
+    assert grid_record["stop_reason"] == cell["stop_reason"] == "converged"
+    assert cell["resumed_from_step"] == cell["steps"] == grid_record["steps"]
+    assert cell["best_step"] == grid_record["best_step"]
+    assert cell["adopted_from"]["result"] == str(grid_result)
+    assert cell["adopted_from"]["run_dir"] == grid_record["config"]["output_dir"]
+    grid_model = keras.saving.load_model(pathlib.Path(grid_record["config"]["output_dir"])
+                                         / "model.keras")
+    cell_model = keras.saving.load_model(tmp_path / "runs" / "RNNsearch" / "seed0"
+                                         / "model.keras")
+    for ours, theirs in zip(cell_model.weights, grid_model.weights, strict=True):
+        np.testing.assert_array_equal(ours.numpy(), theirs.numpy())

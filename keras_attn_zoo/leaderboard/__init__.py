@@ -17,6 +17,7 @@ writes are computed one rank below the trainer, in `evaluation`.
 """
 
 from keras_attn_zoo.leaderboard.cells import Leaderboard
+from keras_attn_zoo.leaderboard.cells import adopt_run
 from keras_attn_zoo.leaderboard.cells import align_gold
 from keras_attn_zoo.leaderboard.cells import run_cell
 from keras_attn_zoo.leaderboard.report import rewrite_page

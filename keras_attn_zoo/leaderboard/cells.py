@@ -183,6 +183,99 @@ def train_cell(board, config):
     return training_run(dataclasses.replace(config, eval_limit=0), machine=board.machine())
 
 
+# ---- a recipe grid's run as a cell's training ------------------------------------------------
+
+# A family's recipe grid (recipes/recipe_experiments.py, under the table's caps)
+# trains, at seed 0, the run the table then asks for with the chosen recipe. A
+# cell can adopt that finished run instead of training it again. These RunConfig
+# fields only name, monitor or decode (or are compared otherwise: the cap by the
+# grid's `cap_minutes`, the precision as the run resolved it in its identity);
+# every other one must be equal.
+ADOPTION_FREE_FIELDS = frozenset({
+    "name", "output_dir", "log_dir", "export_dir", "no_export", "quiet", "eval_limit",
+    "test_src", "test_tgt", "beam_size", "length_penalty", "length_penalty_choices",
+    "source_padding_injection", "eval_every", "no_monitoring", "time_budget_minutes",
+    "mixed_precision", "model_options"})
+# The grid's own outputs: the cell writes its model and results anew from the
+# adopted checkpoints (the best one, restored by early stopping).
+ADOPTION_LEFT_BEHIND = ("results.json", "model.keras")
+ADOPTION_FILE = "adopted_from.json"
+
+
+def _as_json(value):
+    return json.loads(json.dumps(value, sort_keys=True))
+
+
+def adopt_run(board, model, seed, result_path, run_dir=None):
+    """Makes a finished recipe-grid run cell `(model, seed)`'s training.
+
+    `result_path` is the grid cell's result file; `run_dir` its run directory
+    (default: the `output_dir` the result records, relative to the working
+    directory). Refused, naming why, unless the cell has no run directory yet,
+    the table converges under the grid's caps, the run converged (or reached the
+    step cap: a run stopped by the wall-time cap would train on), every
+    training, early-stopping and data setting of the two is equal, its
+    `run_identity.json` is the cell's and its vocabulary the table's. The run
+    directory is copied, without the grid's model and results, under a
+    temporary name and renamed, with `adopted_from.json` naming its source; the
+    cell then resumes it, trains no step, and evaluates its best checkpoint as
+    any cell. Returns the cell's run directory.
+    """
+    from keras_attn_zoo.workflow import run_identity
+    from keras_attn_zoo.workflow import RUN_IDENTITY_FILE
+
+    result_path = pathlib.Path(result_path)
+    name = cell_name(model, seed)
+    config = board.config_of(model, seed)
+    target = config.paths[0]
+    if target.exists():
+        raise SystemExit(f"[{name}] has a run of its own in {target}: a cell adopts a "
+                         "run only before it starts training.")
+    if board.protocol != "converge":
+        raise SystemExit("only the converge protocol's cells can adopt a grid's run.")
+    result = json.loads(result_path.read_text(encoding="utf-8"))
+    if "config" not in result or "steps_budget" not in result:
+        raise SystemExit(f"{result_path} is not a recipe grid cell's result file.")
+    caps = (result["steps_budget"], result.get("cap_minutes"))
+    if caps != (board.steps, board.cap_minutes):
+        raise SystemExit(f"{result_path} was trained under caps {caps[0]} steps / "
+                         f"{caps[1]} min, the table's are {board.steps} steps / "
+                         f"{board.cap_minutes:g} min.")
+    if result.get("stop_reason") not in ("converged", "max_steps"):
+        raise SystemExit(f"{result_path}'s run stopped by {result.get('stop_reason')!r}: "
+                         "resumed, it would train on, so the cell must train itself.")
+    recorded = _as_json(result["config"])
+    wanted = _as_json(dataclasses.asdict(config))
+    differences = [f"{field} {recorded.get(field)!r} there, {wanted[field]!r} here"
+                   for field in sorted(wanted)
+                   if field not in ADOPTION_FREE_FIELDS and recorded.get(field) != wanted[field]]
+    run_dir = pathlib.Path(run_dir or recorded["output_dir"])
+    identity_path = run_dir / RUN_IDENTITY_FILE
+    if not identity_path.exists():
+        raise SystemExit(f"{run_dir} holds no run ({RUN_IDENTITY_FILE} missing): give the "
+                         "grid's run directory.")
+    identity = _as_json(json.loads(identity_path.read_text(encoding="utf-8")))
+    ours = _as_json(run_identity(config))
+    differences += [f"{field} {identity.get(field)!r} there, {value!r} here"
+                    for field, value in sorted(ours.items()) if identity.get(field) != value]
+    if differences:
+        raise SystemExit(f"{result_path} trained another run than cell [{name}]: "
+                         + "; ".join(dict.fromkeys(differences)) + ".")
+    vocabulary = shared_vocabulary(board, config)
+    if (run_dir / "vocab.model").read_bytes() != vocabulary.read_bytes():
+        raise SystemExit(f"{run_dir}/vocab.model is not the table's vocabulary {vocabulary}.")
+    temporary = target.with_name(f"{target.name}.adopting-{os.getpid()}")
+    shutil.rmtree(temporary, ignore_errors=True)
+    shutil.copytree(run_dir, temporary, ignore=shutil.ignore_patterns(*ADOPTION_LEFT_BEHIND))
+    write_json(temporary / ADOPTION_FILE, {
+        "result": str(result_path), "run_dir": str(run_dir), "cell": result.get("cell"),
+        "stop_reason": result["stop_reason"], "steps": result.get("steps"),
+        "best_step": result.get("best_step")})
+    temporary.replace(target)
+    print(f"[{name}] adopted {run_dir} ({result_path})", flush=True)
+    return target
+
+
 # ---- the trained models ---------------------------------------------------------------------
 
 
@@ -361,6 +454,9 @@ def run_cell(board, model, seed):
                        if not k.endswith(("_src", "_tgt"))}}
     cell.update({key: results.get(key) for key in RESULT_KEYS})
     cell["converged"] = cell.get("stop_reason") == "converged"
+    adopted = config.paths[0] / ADOPTION_FILE
+    if adopted.exists():  # trained by a recipe grid's cell (`adopt_run`)
+        cell["adopted_from"] = json.loads(adopted.read_text(encoding="utf-8"))
     # The logged batches' losses: cells of one seed saw the same batches, so
     # their losses compare step by step (the last loss alone is one batch).
     cell["training_loss_logged"] = logged_training_loss(results["log_dir"])
