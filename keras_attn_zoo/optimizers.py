@@ -167,7 +167,8 @@ class PlateauHalvingSchedule(keras.optimizers.schedules.LearningRateSchedule):
     Args:
         peak_learning_rate: rate after warm-up, before any halving.
         warmup_steps: linear warm-up length (0: none).
-        factor: the rate's multiplier per evaluation without a gain (0.5).
+        factor: the rate's multiplier per evaluation without a gain (0.5; 1.0
+            keeps the rate constant after warm-up: the "constant" schedule).
     """
 
     def __init__(self, peak_learning_rate=1.0, warmup_steps=0, factor=0.5):

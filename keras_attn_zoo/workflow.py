@@ -122,6 +122,13 @@ RECIPES = {
     # evaluation). A candidate of that family's grid (issue 33).
     "eager-paper": {"optimizer": "sgd", "learning_rate": 20.0, "warmup_steps": 0,
                     "schedule": "plateau-halving"},
+    # RNNsearch's paper's optimisation (Bahdanau et al., 2015, appendix B):
+    # Adadelta (rho 0.95, epsilon 1e-6, rate 1) with the gradient's L2 norm
+    # rescaled to at most 1, no label smoothing; its minibatches of 80 sentences
+    # are about the recipes' 1,500-token batches on Ding. A candidate of that
+    # family's grid (issue 33).
+    "rnnsearch-paper": {"optimizer": "adadelta", "learning_rate": 1.0, "warmup_steps": 0,
+                        "schedule": "constant", "clip_norm": 1.0, "label_smoothing": 0.0},
 }
 
 
@@ -160,6 +167,10 @@ class RunConfig:
     # halved at each valid evaluation without a gain; needs early stopping).
     optimizer: str = "adam"
     schedule: str = "inverse-sqrt"
+    # Rescale the gradients to at most this global L2 norm (None: the model's
+    # own rule, e.g. the eager translator's aligned stream clips at 0.25; off
+    # for the others). RNNsearch's paper clips at 1 (flag: --clip-norm).
+    clip_norm: Optional[float] = None
     label_smoothing: float = 0.1
     strategy: str = "auto"
     mixed_precision: str = "none"
@@ -247,7 +258,7 @@ RUN_IDENTITY_FIELDS = (
     "model", "preset", "model_options", "data", "direction", "sentence_repeats",
     "train_src", "train_tgt", "vocab_size", "max_length", "batch_tokens", "learning_rate",
     "warmup_steps", "optimizer", "schedule", "label_smoothing", "mixed_precision", "seed",
-    "word_dropout", "ema_momentum", "aligned_batching")
+    "word_dropout", "ema_momentum", "aligned_batching", "clip_norm")
 RUN_IDENTITY_FILE = "run_identity.json"
 
 
@@ -333,6 +344,8 @@ def check_run_options(config):
     if config.ema_momentum and config.average_checkpoints:
         raise SystemExit("--ema-momentum and --average-checkpoints both replace the "
                          "trained weights by an average; choose one.")
+    if config.clip_norm is not None and not config.clip_norm > 0:
+        raise SystemExit(f"--clip-norm must be > 0, got {config.clip_norm}.")
     if config.valid_every < 0 or config.patience < 0:
         raise SystemExit(f"--valid-every and --patience must be >= 0 (0: off), got "
                          f"{config.valid_every} and {config.patience}.")
@@ -507,8 +520,8 @@ def build_for_vocabulary(config, pieces):
     return model
 
 
-OPTIMIZERS = ("adam", "sgd")
-SCHEDULES = ("inverse-sqrt", "plateau-halving")
+OPTIMIZERS = ("adam", "sgd", "adadelta")
+SCHEDULES = ("inverse-sqrt", "plateau-halving", "constant")
 
 
 def make_optimizer(config, ema):
@@ -518,12 +531,16 @@ def make_optimizer(config, ema):
             raise SystemExit("--schedule plateau-halving halves the rate at the valid "
                              "evaluations: it needs early stopping (--valid-every >= 1).")
         schedule = PlateauHalvingSchedule(config.learning_rate, config.warmup_steps)
+    elif config.schedule == "constant":  # warm-up, then never halved
+        schedule = PlateauHalvingSchedule(config.learning_rate, config.warmup_steps, factor=1.0)
     elif config.schedule == "inverse-sqrt":
         schedule = InverseSquareRootSchedule(config.learning_rate, config.warmup_steps)
     else:
         raise SystemExit(f"--schedule must be one of {SCHEDULES}, got {config.schedule!r}.")
     if config.optimizer == "sgd":
         return keras.optimizers.SGD(schedule, **ema)
+    if config.optimizer == "adadelta":  # Zeiler (2012) as RNNsearch's paper sets it
+        return keras.optimizers.Adadelta(schedule, rho=0.95, epsilon=1e-6, **ema)
     if config.optimizer != "adam":
         raise SystemExit(f"--optimizer must be one of {OPTIMIZERS}, got {config.optimizer!r}.")
     return Adam(schedule, beta_1=0.9, beta_2=0.98, epsilon=1e-9, clipnorm=None, **ema)
@@ -669,7 +686,7 @@ def train(config, model, optimizer, strategy, corpus, tokenizer, monitors=None):
         # The model's own callbacks first: monitors then see this step's state.
         callbacks=model.training_callbacks() + monitors,
         carry_state=training_data.carry_state,
-        clip_norm=training_data.clip_norm,
+        clip_norm=config.clip_norm if config.clip_norm is not None else training_data.clip_norm,
         jit_compile=jit_compile,
     )
     budget = (None if config.time_budget_minutes is None

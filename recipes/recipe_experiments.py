@@ -142,6 +142,8 @@ CELLS = {
     "learning-rate-5e-4": {"learning_rate": 5e-4},
     # The eager translator's own optimisation (train_wmt --recipe eager-paper).
     "eager-paper": workflow.RECIPES["eager-paper"],
+    # RNNsearch's own optimisation (train_wmt --recipe rnnsearch-paper).
+    "rnnsearch-paper": workflow.RECIPES["rnnsearch-paper"],
     "attention+activation-dropout-0.1": {
         "model_options": "attention_dropout=0.1;activation_dropout=0.1"},
     "label-smoothing-0.2": {"label_smoothing": 0.2},

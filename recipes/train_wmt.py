@@ -79,7 +79,10 @@ def parse_args(argv=None):
                         "--average-checkpoints 4 --beam-size 8 --length-penalty 1.0, "
                         "the converged run's recipe. eager-paper: --optimizer sgd "
                         "--learning-rate 20 --warmup-steps 0 --schedule "
-                        "plateau-halving (Press & Smith 2018). Flags given beside "
+                        "plateau-halving (Press & Smith 2018). rnnsearch-paper: "
+                        "--optimizer adadelta --learning-rate 1 --warmup-steps 0 "
+                        "--schedule constant --clip-norm 1 --label-smoothing 0 "
+                        "(Bahdanau et al. 2015). Flags given beside "
                         "it win, and "
                         "--model-options adds to its options. A run of a named "
                         "recipe is called <model>-<preset>-<data>-<direction>-<recipe> "
@@ -125,12 +128,18 @@ def parse_args(argv=None):
     p.add_argument("--warmup-steps", type=int,
                    help="warm-up steps (default: by preset, see SCHEDULE_DEFAULTS)")
     p.add_argument("--optimizer", choices=OPTIMIZERS, default="adam",
-                   help="adam (beta 0.9/0.98; default) or sgd (plain SGD, the eager "
-                        "translator paper's)")
+                   help="adam (beta 0.9/0.98; default), sgd (plain SGD, the eager "
+                        "translator paper's) or adadelta (rho 0.95, epsilon 1e-6, "
+                        "RNNsearch's paper's)")
     p.add_argument("--schedule", choices=SCHEDULES, default="inverse-sqrt",
-                   help="inverse-sqrt (warm-up, then 1/sqrt(step); default) or "
+                   help="inverse-sqrt (warm-up, then 1/sqrt(step); default), "
                         "plateau-halving (warm-up, then constant, halved at every valid "
-                        "evaluation without a gain; needs --valid-every)")
+                        "evaluation without a gain; needs --valid-every) or constant "
+                        "(warm-up, then constant)")
+    p.add_argument("--clip-norm", type=float, default=None, metavar="NORM",
+                   help="rescale the gradients to at most this global L2 norm "
+                        "(default: the model's rule; off except on the eager "
+                        "translator's aligned stream, 0.25)")
     p.add_argument("--label-smoothing", type=float, default=0.1)
     p.add_argument("--strategy", default="auto",
                    help="auto | default | mirrored | multi_worker")

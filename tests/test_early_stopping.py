@@ -365,6 +365,43 @@ def test_a_plateau_schedule_halves_the_rate_at_each_evaluation_without_gain(
                                          "--valid-every", "0", steps=2))
 
 
+def test_rnnsearch_papers_recipe_keeps_its_adadelta_rate_and_clips_the_gradients(
+        corpus_files, tmp_path, monkeypatch):
+    """`--recipe rnnsearch-paper`: Adadelta (rho 0.95, epsilon 1e-6) at a constant
+    rate 1, which evaluations without gain do not halve, and the gradients'
+    global norm rescaled to at most `--clip-norm` (the recipe's 1, here also a
+    tiny one, under which a step cannot move the weights further)."""
+    made = []
+    make_optimizer = workflow.make_optimizer
+    monkeypatch.setattr(workflow, "make_optimizer",
+                        lambda config, ema: made.append(make_optimizer(config, ema)) or made[-1])
+
+    def step_change(results, run_dir):
+        """The global L2 norm of the weights' change in the run's last step."""
+        model = keras.saving.load_model(results["keras_model_path"])
+        last = results["steps"]
+        before, after = (checkpoint_weights(model, str(run_dir / "checkpoints" / f"ckpt-{s}"))
+                         for s in (last - 1, last))
+        return float(np.sqrt(sum(np.sum((a - b) ** 2) for a, b in zip(after, before))))
+
+    flags = ("--model", "bahdanau_rnn", "--recipe", "rnnsearch-paper", "--checkpoint-every", "1")
+    paper = workflow.training_run(run_config(corpus_files, tmp_path / "paper", *flags, steps=4))
+    optimizer = made[-1]
+    assert isinstance(optimizer, keras.optimizers.Adadelta)
+    assert (optimizer.rho, optimizer.epsilon) == (0.95, 1e-6)
+    # Evaluations at steps 2 and 4, the second without gain (--min-improvement 100):
+    # a plateau schedule would be at 0.5 now.
+    assert [e["step"] for e in paper["valid_curve"]] == [2, 4]
+    assert float(np.asarray(optimizer.learning_rate)) == 1.0
+    tiny = workflow.training_run(run_config(corpus_files, tmp_path / "tiny", *flags,
+                                            "--clip-norm", "1e-6", steps=2))
+    assert step_change(tiny, tmp_path / "tiny") < 1e-5 < 1e-3 < step_change(
+        paper, tmp_path / "paper")
+    with pytest.raises(SystemExit, match="--clip-norm must be > 0"):
+        workflow.training_run(run_config(corpus_files, tmp_path / "bad", "--clip-norm", "0",
+                                         steps=1))
+
+
 def test_evaluations_without_gain_count_every_one_not_only_the_last_in_a_row():
     from keras_attn_zoo.training.early_stopping import evaluations_since_best
     from keras_attn_zoo.training.early_stopping import evaluations_without_gain
