@@ -165,16 +165,20 @@ def test_int8_export_translates_and_mostly_agrees(trained):
     reference = exact.translate_texts(TEST_SENTENCES, beam_size=4, length_penalty=0.0)
     quantized = rounded.translate_texts(TEST_SENTENCES, beam_size=4, length_penalty=0.0)
     assert all(isinstance(t, str) and t for t in quantized)
-    # Loose on purpose (int8 kernels differ between CPUs, and this tiny model's
-    # outputs are full of near ties, so rounding flips many close calls; about
-    # 0.23 nats per token and half the sentences identical here): int8 must
-    # score float32's translations close to float32 and agree on a third.
+    # Loose on purpose: this tiny model's outputs are full of near ties, so
+    # rounding flips many close calls, and the model itself differs by CPU (the
+    # fixture trains it with that CPU's float kernels). Measured: 0.23 nats per
+    # token and half the sentences identical on the AVX-512 kinds; 0.68 and a
+    # third on an AVX2 one (the same with CT2_FORCE_CPU_ISA=GENERIC, so the
+    # model, not the int8 kernels). A broken quantisation drifts by nats
+    # (float32 scores its own translations about -0.25 a token here) and agrees on
+    # none: int8 must stay within 1 nat a token and agree on a quarter.
     drift = np.concatenate([
         np.abs(np.subtract(a, b)) for a, b in zip(
             exact.score(TEST_SENTENCES, reference), rounded.score(TEST_SENTENCES, reference))])
-    assert drift.mean() < 0.5, drift.mean()
+    assert drift.mean() < 1.0, drift.mean()
     agree = sum(a == b for a, b in zip(reference, quantized))
-    assert agree >= len(TEST_SENTENCES) / 3, (agree, len(TEST_SENTENCES))
+    assert agree >= len(TEST_SENTENCES) / 4, (agree, len(TEST_SENTENCES))
 
 
 def make_run_dir(trained, tmp_path):
