@@ -129,6 +129,10 @@ RECIPES = {
     # family's grid (issue 33).
     "rnnsearch-paper": {"optimizer": "adadelta", "learning_rate": 1.0, "warmup_steps": 0,
                         "schedule": "constant", "clip_norm": 1.0, "label_smoothing": 0.0},
+    # The RNN families' grids' slower rates (RNNsearch's seed study trains at
+    # 5e-4), named so that a family's table cells can take the one chosen.
+    "learning-rate-1e-3": {"learning_rate": 1e-3},
+    "learning-rate-5e-4": {"learning_rate": 5e-4},
 }
 
 

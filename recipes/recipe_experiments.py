@@ -138,8 +138,8 @@ CELLS = {
     # The RNN families' grid (issue 33; with --base model=...): their papers train
     # slower, at 5e-4 (the RNNsearch seed study's Adam), where the Transformer's
     # recipe takes 2e-3.
-    "learning-rate-1e-3": {"learning_rate": 1e-3},
-    "learning-rate-5e-4": {"learning_rate": 5e-4},
+    "learning-rate-1e-3": workflow.RECIPES["learning-rate-1e-3"],
+    "learning-rate-5e-4": workflow.RECIPES["learning-rate-5e-4"],
     # The eager translator's own optimisation (train_wmt --recipe eager-paper).
     "eager-paper": workflow.RECIPES["eager-paper"],
     # RNNsearch's own optimisation (train_wmt --recipe rnnsearch-paper).

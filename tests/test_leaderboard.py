@@ -518,3 +518,41 @@ def test_a_cell_adopts_the_grid_run_of_its_settings_and_trains_no_step(tmp_path)
                                          / "model.keras")
     for ours, theirs in zip(cell_model.weights, grid_model.weights, strict=True):
         np.testing.assert_array_equal(ours.numpy(), theirs.numpy())
+
+
+@pytest.mark.parametrize("model, family, base, grid", [
+    ("RNNsearch", "rnnsearch", ["model=bahdanau_rnn"], ["rnnsearch-paper"]),
+    ("eager", "eager", ["model=eager_translator", "aligned_batching=true"], ["eager-paper"]),
+])
+def test_each_cell_of_a_family_grid_is_the_table_cell_of_that_recipe(
+        tmp_path, monkeypatch, model, family, base, grid):
+    """The RNN families' grids (docs/leaderboard.md's commands) train, at seed 0,
+    exactly the table's seed-0 cell of the recipe they choose, so that cell can
+    adopt the run: the same settings and run identity under `--family-recipes
+    FAMILY=CELL`, every cell a `workflow.RECIPES` name."""
+    import dataclasses
+
+    from keras_attn_zoo.leaderboard.cells import adoption_differences
+    from keras_attn_zoo.workflow import RECIPES
+    from keras_attn_zoo.workflow import run_identity
+    from tests.conftest import load_recipe
+
+    monkeypatch.syspath_prepend(str(REPO / "recipes"))
+    leaderboard, experiments = load_recipe("leaderboard"), load_recipe("recipe_experiments")
+    grid_args = experiments.parse_args(
+        [item for assignment in base for item in ("--base", assignment)]
+        + ["--steps", "24000", "--cap-minutes", "240"])
+    def differences(cell, recipe):
+        trained = experiments.cell_config(
+            cell, experiments.resolve(experiments.CELLS[cell], 24000), grid_args.base, 24000,
+            0, tmp_path, cap_minutes=240)
+        table = leaderboard.cell_config(
+            leaderboard.parse_args(["--family-recipes", f"{family}={recipe}"]), model, 0)
+        return adoption_differences(dataclasses.asdict(trained), run_identity(trained), table)
+
+    for cell in ["default", "learning-rate-1e-3", "learning-rate-5e-4", *grid]:
+        assert experiments.CELLS[cell] == RECIPES[cell]
+        assert differences(cell, cell) == [], cell
+    # A cell of another recipe is another run, and says which setting differs.
+    assert "learning_rate 0.0005 there, 0.002 here" in differences("learning-rate-5e-4",
+                                                                    "default")

@@ -206,6 +206,24 @@ def _as_json(value):
     return json.loads(json.dumps(value, sort_keys=True))
 
 
+def adoption_differences(recorded_config, recorded_identity, config):
+    """What keeps a run of `recorded_config` (a grid result's `config`) and
+    `recorded_identity` (its `run_identity.json`) from being `config`'s training:
+    "field X there, Y here" for each setting outside `ADOPTION_FREE_FIELDS` and
+    each identity field that differ (none: the same run)."""
+    from keras_attn_zoo.workflow import run_identity
+
+    recorded, wanted = _as_json(recorded_config), _as_json(dataclasses.asdict(config))
+    differences = [f"{field} {recorded.get(field)!r} there, {wanted[field]!r} here"
+                   for field in sorted(wanted)
+                   if field not in ADOPTION_FREE_FIELDS and recorded.get(field) != wanted[field]]
+    identity = _as_json(recorded_identity)
+    differences += [f"{field} {identity.get(field)!r} there, {value!r} here"
+                    for field, value in sorted(_as_json(run_identity(config)).items())
+                    if identity.get(field) != value]
+    return list(dict.fromkeys(differences))
+
+
 def adopt_run(board, model, seed, result_path, run_dir=None):
     """Makes a finished recipe-grid run cell `(model, seed)`'s training.
 
@@ -221,7 +239,6 @@ def adopt_run(board, model, seed, result_path, run_dir=None):
     cell then resumes it, trains no step, and evaluates its best checkpoint as
     any cell. Returns the cell's run directory.
     """
-    from keras_attn_zoo.workflow import run_identity
     from keras_attn_zoo.workflow import RUN_IDENTITY_FILE
 
     result_path = pathlib.Path(result_path)
@@ -244,23 +261,16 @@ def adopt_run(board, model, seed, result_path, run_dir=None):
     if result.get("stop_reason") not in ("converged", "max_steps"):
         raise SystemExit(f"{result_path}'s run stopped by {result.get('stop_reason')!r}: "
                          "resumed, it would train on, so the cell must train itself.")
-    recorded = _as_json(result["config"])
-    wanted = _as_json(dataclasses.asdict(config))
-    differences = [f"{field} {recorded.get(field)!r} there, {wanted[field]!r} here"
-                   for field in sorted(wanted)
-                   if field not in ADOPTION_FREE_FIELDS and recorded.get(field) != wanted[field]]
-    run_dir = pathlib.Path(run_dir or recorded["output_dir"])
+    run_dir = pathlib.Path(run_dir or result["config"]["output_dir"])
     identity_path = run_dir / RUN_IDENTITY_FILE
     if not identity_path.exists():
         raise SystemExit(f"{run_dir} holds no run ({RUN_IDENTITY_FILE} missing): give the "
                          "grid's run directory.")
-    identity = _as_json(json.loads(identity_path.read_text(encoding="utf-8")))
-    ours = _as_json(run_identity(config))
-    differences += [f"{field} {identity.get(field)!r} there, {value!r} here"
-                    for field, value in sorted(ours.items()) if identity.get(field) != value]
+    differences = adoption_differences(
+        result["config"], json.loads(identity_path.read_text(encoding="utf-8")), config)
     if differences:
         raise SystemExit(f"{result_path} trained another run than cell [{name}]: "
-                         + "; ".join(dict.fromkeys(differences)) + ".")
+                         + "; ".join(differences) + ".")
     vocabulary = shared_vocabulary(board, config)
     if (run_dir / "vocab.model").read_bytes() != vocabulary.read_bytes():
         raise SystemExit(f"{run_dir}/vocab.model is not the table's vocabulary {vocabulary}.")
