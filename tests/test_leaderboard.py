@@ -556,3 +556,30 @@ def test_each_cell_of_a_family_grid_is_the_table_cell_of_that_recipe(
     # A cell of another recipe is another run, and says which setting differs.
     assert "learning_rate 0.0005 there, 0.002 here" in differences("learning-rate-5e-4",
                                                                     "default")
+
+
+def test_a_grid_run_that_cannot_be_the_cell_is_refused_before_any_copy(tmp_path, monkeypatch):
+    from keras_attn_zoo.leaderboard import adopt_run
+    from tests.conftest import load_recipe
+
+    monkeypatch.syspath_prepend(str(REPO / "recipes"))
+    leaderboard = load_recipe("leaderboard")
+    args = leaderboard.parse_args(["--models", "RNNsearch", "--seeds", "0",
+                                   "--output-dir", str(tmp_path / "runs"),
+                                   "--results-dir", str(tmp_path / "results")])
+    board = leaderboard.leaderboard_of(args)
+    result = tmp_path / "grid.json"
+
+    def refusal(**record):
+        result.write_text(json.dumps({"config": {}, "steps_budget": 24000, "cap_minutes": 240.0,
+                                      "stop_reason": "converged", **record}))
+        with pytest.raises(SystemExit) as refused:
+            adopt_run(board, "RNNsearch", 0, result)
+        return str(refused.value)
+
+    assert "caps 24000 steps / 120.0 min" in refusal(cap_minutes=120.0)
+    assert "would train on" in refusal(stop_reason="time_budget")
+    assert "holds no run" in refusal(config={"output_dir": str(tmp_path / "nowhere")})
+    (tmp_path / "runs" / "RNNsearch" / "seed0").mkdir(parents=True)
+    assert "has a run of its own" in refusal()
+    assert sorted(path.name for path in (tmp_path / "runs" / "RNNsearch").iterdir()) == ["seed0"]
