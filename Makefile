@@ -57,7 +57,8 @@ benchmark-smoke: setup
 
 ## Fill the leaderboard cell by cell, each trained to convergence under the same cap
 ## (resumable; hours on 2 cores), then write its table, verdicts and plots into
-## docs/leaderboard.md. LEADERBOARD_ARGS: e.g. --seeds 0; the committed 2,000-step
+## docs/leaderboard.md. LEADERBOARD_ARGS: e.g. --seeds 0, or --jobs 2 (two cells at
+## once, a process each on its own core); the committed 2,000-step
 ## table: --report-only --protocol fixed --steps 2000.
 LEADERBOARD_ARGS ?=
 leaderboard: setup

@@ -191,6 +191,12 @@ def parse_args(argv=None):
                              "cell longer than a session leaves a committed trace")
     parser.add_argument("--note", default="",
                         help="with --partial: how the cell trained (threads, pauses)")
+    parser.add_argument("--jobs", type=int, default=1,
+                        help="cells trained at once, each in its own process pinned to "
+                             "its own share of the cores (default 1: one by one, in this "
+                             "process); the table is written when all are done")
+    parser.add_argument("--no-report", action="store_true",
+                        help="train the cells; write no table (the processes of --jobs)")
     parser.add_argument("--retime-decoding", action="store_true",
                         help="train nothing: time finished cells' decoding against the "
                              "speed peers (Transformer, RNNsearch) they were not timed "
@@ -224,6 +230,15 @@ def parse_args(argv=None):
     if args.adopt_run and (len(args.models), len(args.seeds)) != (1, 1):
         parser.error("--adopt-run makes one cell: give one model (--models) and one seed "
                      "(--seeds)")
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    not_training = [flag for flag, on in (
+        ("--report-only", args.report_only), ("--partial", args.partial),
+        ("--time-seeds", args.time_seeds), ("--retime-decoding", args.retime_decoding),
+        ("--align-gold", args.align_gold), ("--adopt-run", args.adopt_run)) if on]
+    if args.jobs > 1 and not_training:
+        parser.error(f"--jobs trains cells in parallel; {not_training[0]} trains none "
+                     "or one")
     if args.protocol == "converge":
         args.budget = (f"to convergence, cap {args.steps} steps / {args.cap_minutes:g} min")
         tag = f"{args.preset}-converge-{args.steps}steps-{args.cap_minutes:g}min"
@@ -354,9 +369,56 @@ def leaderboard_of(args):
         epsilon_share_file=EPSILON_SHARE_FILE)
 
 
+def cell_process_command(argv, model, seed):
+    """The argv of one cell's own process under --jobs: this command for that cell
+    alone, one job, no table (the last --models/--seeds/--jobs win in argparse)."""
+    own = ("--models", "--seeds", "--jobs", "--readme")
+    kept, skip_value = [], False
+    for item in argv:
+        if skip_value:
+            skip_value = False
+        elif item in own:
+            skip_value = True
+        elif not item.startswith(tuple(flag + "=" for flag in own)):
+            kept.append(item)
+    return [sys.executable, str(pathlib.Path(__file__).resolve()), *kept,
+            "--models", model, "--seeds", str(seed), "--jobs", "1", "--no-report"]
+
+
+def train_cells(args, board, argv):
+    """Trains the cells of the command: one by one in this process, or --jobs at once."""
+    import keras
+
+    from keras_attn_zoo import leaderboard
+
+    if args.adopt_run:
+        leaderboard.adopt_run(board, args.models[0], args.seeds[0], args.adopt_run,
+                              args.adopt_run_dir)
+    if args.jobs > 1:
+        unfinished = leaderboard.run_in_processes(
+            board, lambda model, seed: cell_process_command(argv, model, seed), args.jobs,
+            args.output_dir / "logs")
+        for (model, seed), status in unfinished.items():
+            print(f"[{leaderboard.cells.cell_name(model, seed)}] FAILED: no cell file "
+                  f"(exit status {status}); its log is in {args.output_dir / 'logs'}",
+                  flush=True)
+        return
+    for seed in args.seeds:  # seed-major: every model gets its first seed first
+        for model in args.models:
+            try:
+                leaderboard.run_cell(board, model, seed)
+            except (Exception, SystemExit) as error:  # one failure must not stop the rest
+                print(f"[{leaderboard.cells.cell_name(model, seed)}] FAILED: "
+                      f"{type(error).__name__}: "
+                      f"{error}\n{traceback.format_exc()[-3000:]}", flush=True)
+            keras.backend.clear_session()
+            gc.collect()
+
+
 def main(argv=None):
     from keras_attn_zoo import leaderboard
 
+    argv = sys.argv[1:] if argv is None else list(argv)
     args = parse_args(argv)
     board = leaderboard_of(args)
     if args.align_gold:
@@ -370,21 +432,9 @@ def main(argv=None):
     elif args.retime_decoding:
         leaderboard.retime_decoding(board)
     elif not args.report_only:
-        import keras
-
-        if args.adopt_run:
-            leaderboard.adopt_run(board, args.models[0], args.seeds[0], args.adopt_run,
-                                  args.adopt_run_dir)
-        for seed in args.seeds:  # seed-major: every model gets its first seed first
-            for model in args.models:
-                try:
-                    leaderboard.run_cell(board, model, seed)
-                except (Exception, SystemExit) as error:  # one failure must not stop the rest
-                    print(f"[{leaderboard.cells.cell_name(model, seed)}] FAILED: "
-                          f"{type(error).__name__}: "
-                          f"{error}\n{traceback.format_exc()[-3000:]}", flush=True)
-                keras.backend.clear_session()
-                gc.collect()
+        train_cells(args, board, argv)
+        if args.no_report:
+            return
     parts = leaderboard.write_report(board)
     if args.readme:
         leaderboard.rewrite_page(board, args.readme, parts)

@@ -253,7 +253,9 @@ def machine_speed():
     rate = common.matmul_rate(size=1024, repeats=3, chain=4)
     return {"matmul_gflops": round(rate["gflops"], 1),
             "hardware_peak_gflops": rate["hardware_peak_gflops"],
-            "load_average_1_5_15": load_average(), "cpus": os.cpu_count()}
+            "load_average_1_5_15": load_average(), "cpus": os.cpu_count(),
+            # fewer where the process is pinned (leaderboard --jobs)
+            "cpus_usable": len(os.sched_getaffinity(0))}
 
 
 def main(argv=None):

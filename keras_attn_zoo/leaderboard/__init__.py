@@ -6,6 +6,8 @@ and calls what is here:
 * `cells`: one (model, seed) trained by `workflow.training_run`, its test split
   translated and scored, its decoding timed against its speed peers and its
   paper's claim probed, kept in `cell.json`;
+* `jobs`: cells in parallel processes, each pinned to its own cores
+  (`run_in_processes`, the command's `--jobs`);
 * `timing`: decoding speeds timed after the cells, in one process
   (`time_seeds`, `retime_decoding`);
 * `report`: the paired tests added to the cells, then the table, the claims'
@@ -20,6 +22,7 @@ from keras_attn_zoo.leaderboard.cells import Leaderboard
 from keras_attn_zoo.leaderboard.cells import adopt_run
 from keras_attn_zoo.leaderboard.cells import align_gold
 from keras_attn_zoo.leaderboard.cells import run_cell
+from keras_attn_zoo.leaderboard.jobs import run_in_processes
 from keras_attn_zoo.leaderboard.report import rewrite_page
 from keras_attn_zoo.leaderboard.report import write_report
 from keras_attn_zoo.leaderboard.timing import retime_decoding
@@ -31,6 +34,7 @@ __all__ = [
     "retime_decoding",
     "rewrite_page",
     "run_cell",
+    "run_in_processes",
     "time_seeds",
     "write_report",
 ]
