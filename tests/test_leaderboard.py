@@ -257,16 +257,21 @@ def test_the_budget_is_explained_by_the_transformers_dev_curve():
 def test_the_machines_behind_the_speed_columns_are_named():
     from keras_attn_zoo.evaluation import leaderboard
 
-    def cell(peak, rate, load):
+    def cell(peak, rate, load, **cpus):
         return {"machine": {"matmul_gflops": rate, "hardware_peak_gflops": peak,
-                            "load_average_1_5_15": [load, load, load]}}
+                            "load_average_1_5_15": [load, load, load], **cpus}}
 
-    machines = leaderboard.machines_of([cell(156.505856, 160.0, 2.4),
-                                        cell(332.306944, 205.0, 0.1),
+    machines = leaderboard.machines_of([cell(156.505856, 160.0, 2.4, cpus=2),
+                                        cell(332.306944, 205.0, 0.1, cpus=2),
                                         cell(332.306944, 190.0, 2.2)])
     assert machines == {"matmul_gflops": [160.0, 205.0],
                         "hardware_peak_gflops": [156.5, 332.3],
                         "load_average_at_start": [0.1, 2.4]}
+    # A cell pinned to one of the fast kind's two cores records half its peak
+    # (`--jobs`): it is still the fast kind, not a third machine.
+    pinned = cell(166.152448, 99.2, 1.3, cpus=2, cpus_usable=1)
+    machines = leaderboard.machines_of([cell(332.306944, 205.0, 0.1, cpus=2), pinned])
+    assert machines["hardware_peak_gflops"] == [332.3]
 
 
 def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):

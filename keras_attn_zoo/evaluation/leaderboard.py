@@ -162,13 +162,27 @@ def settings_of(cells):
     return settings
 
 
+def machine_peak(machine):
+    """The whole machine's hardware peak of a cell's `machine` record.
+
+    `hardware_peak_gflops` counts the cores the process could use, so a cell pinned
+    to one core of a 2-core machine records half its machine's peak; scaled back by
+    `cpus` / `cpus_usable` (records older than `cpus_usable` ran on every core), the
+    peak names the machine's kind whatever share of it a cell had.
+    """
+    cpus = machine.get("cpus")
+    usable = machine.get("cpus_usable") or cpus
+    scale = cpus / usable if cpus and usable else 1.0
+    return machine["hardware_peak_gflops"] * scale
+
+
 def machines_of(cells):
     """The matmul rates and load averages the cells recorded, for the speed columns."""
     rates = [c["machine"].get("matmul_gflops") for c in cells
              if c.get("machine") and c["machine"].get("matmul_gflops")]
     loads = [c["machine"]["load_average_1_5_15"][0] for c in cells
              if c.get("machine") and c["machine"].get("load_average_1_5_15")]
-    peaks = sorted({round(c["machine"]["hardware_peak_gflops"], 1) for c in cells
+    peaks = sorted({round(machine_peak(c["machine"]), 1) for c in cells
                     if c.get("machine") and c["machine"].get("hardware_peak_gflops")})
     return {"matmul_gflops": [min(rates), max(rates)] if rates else None,
             "hardware_peak_gflops": peaks,
