@@ -1,5 +1,6 @@
-"""Writing files so that no reader ever sees half of one."""
+"""Writing files so that no reader ever sees half of one; JSON-lines records."""
 
+import json
 import os
 import pathlib
 
@@ -20,3 +21,18 @@ def write_atomically(path, content):
         os.replace(temporary, path)
     finally:
         temporary.unlink(missing_ok=True)
+
+
+def read_json_lines(path):
+    """The records of a JSON-lines file, one per non-empty line (none when it
+    does not exist)."""
+    path = pathlib.Path(path)
+    if not path.exists():
+        return []
+    return [json.loads(line) for line in path.read_text(encoding="utf-8").splitlines()
+            if line.strip()]
+
+
+def write_json_lines(path, records):
+    """Writes `records` as a JSON-lines file, atomically (`write_atomically`)."""
+    write_atomically(path, "".join(json.dumps(record) + "\n" for record in records))

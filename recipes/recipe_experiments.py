@@ -335,6 +335,7 @@ def train_and_score_valid(config):
     if stopper is not None and not config.average_checkpoints:
         record.update(score_mean_of_best(stopper, model, translator, corpus.valid))
     record["learning_curve"] = read_curve(output_dir / "curve.jsonl")
+    record["training_probes"] = workflow.training_probes(output_dir)
     record["load_average_at_end"] = common.load_average()
     record["wall_seconds"] = round(time.monotonic() - started, 1)
     return workflow.export(config, translator, record)

@@ -639,6 +639,38 @@ def test_source_use_probe_derangement_and_gap(id_pairs, tiny_tokenizer):
     assert result == source_use_probe(model, pairs)  # same derangement each call
 
 
+def test_source_use_probe_callback_keeps_its_points_across_a_restart(
+        id_pairs, tiny_tokenizer, tmp_path):
+    """The probe's file outlives the process: a run resumed from a checkpoint
+    trains the steps after it again, and their new points replace the old."""
+    import types
+
+    from keras_attn_zoo.data.vocabulary import vocabulary_size
+    from keras_attn_zoo.files import read_json_lines
+    from keras_attn_zoo.models.eager.probe import SourceUseProbe
+
+    seed_everything(0)
+    model = eager_translator(eager_family.eager_vocabulary_size(
+        vocabulary_size(tiny_tokenizer)), preset="tiny", start_pads=2)
+    chief = types.SimpleNamespace(model=model, is_chief=True)
+    path = tmp_path / "source_use.probe.jsonl"
+    first = SourceUseProbe(id_pairs[:12], every=2, path=path)
+    for step in range(1, 7):
+        first.on_step_end(chief, step, {})
+    assert [p["step"] for p in read_json_lines(path)] == [2, 4, 6]
+    assert read_json_lines(path) == first.history
+    model.embedding.embeddings.assign(model.embedding.embeddings * 2.0)  # "trained again"
+    resumed = SourceUseProbe(id_pairs[:12], every=2, path=path)  # from a checkpoint at 3
+    resumed.on_step_end(chief, 4, {})
+    points = read_json_lines(path)
+    assert [p["step"] for p in points] == [2, 4]
+    assert points[0] == first.history[0] and points[1] == resumed.history[0]
+    assert points[1]["true_source_loss"] != first.history[1]["true_source_loss"]
+    worker = SourceUseProbe(id_pairs[:12], every=2, path=tmp_path / "worker.jsonl")
+    worker.on_step_end(types.SimpleNamespace(model=model, is_chief=False), 2, {})
+    assert worker.history == [] and not (tmp_path / "worker.jsonl").exists()
+
+
 def test_reference_injection_end_reads_every_pad_before_the_source_eos():
     """"choose": EOS at t >= n is scored by reading the source EOS; with a
     model that makes that EOS certain, every hypothesis ends at t = n.

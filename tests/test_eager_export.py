@@ -303,7 +303,8 @@ def test_recipe_trains_evaluates_and_exports(tiny_parallel_corpus, tmp_path, mon
             "--export-dir", str(tmp_path / "export"), "--quiet",
             "--model-options", "hidden_dim=24",
             # chosen on 4 valid pairs, then tested and exported with it
-            "--source-padding-injection", "valid", "--valid-sentences", "4"]
+            "--source-padding-injection", "valid", "--valid-sentences", "4",
+            "--valid-every", "2"]  # early stopping and the source-use probe at step 2
     argv += [item for pair in files.items() for item in pair]
     # The recipe's `main` in this process (a subprocess only added TensorFlow's
     # import; the fresh-process load of an export is the test above).
@@ -315,6 +316,12 @@ def test_recipe_trains_evaluates_and_exports(tiny_parallel_corpus, tmp_path, mon
     assert 0.0 <= results["epsilon_proportion"] < 1.0
     assert results["epsilon_statistics"]["pairs"] == 120
     assert results["test_pairs"] == 5 and "bleu" in results
+    # The model's source-use probe ran at the valid split's pace, on the valid pairs.
+    [probe] = results["training_probes"]["source_use"]
+    assert probe["step"] == 2 and probe["word_labels"] > 0
+    assert probe["gap"] == pytest.approx(
+        probe["shuffled_source_loss"] - probe["true_source_loss"], abs=2e-4)
+    assert list((tmp_path / "run" / "probe_alignments").glob("eflomal-*.links"))
     assert list((tmp_path / "run" / "alignments").glob("eflomal-*.links"))
     export = pathlib.Path(results["export_path"])
     assert (export / "saved_model.pb").is_file()

@@ -437,7 +437,9 @@ RESULT_KEYS = (
     # Why training stopped (converged, max_steps, time_budget) and, with early
     # stopping, the best evaluation (its weights are the ones scored).
     "stop_reason", "best_step", "best_valid_bleu", "best_valid_chrf", "valid_curve",
-    "early_stopping")
+    "early_stopping",
+    # The model's own measurements during training (`workflow.training_probes`).
+    "training_probes")
 
 
 def run_cell(board, model, seed):

@@ -174,6 +174,16 @@ class ZooModel(keras.Model):
         """
         return []
 
+    def monitoring_callbacks(self, tokenizer, valid_pairs, run_dir, every):
+        """Callbacks that measure this model on the `valid_pairs` while it trains.
+
+        Each writes its points to `<run_dir>/<name>.probe.jsonl`, kept across
+        restarts (the run's results read them back, `workflow.training_probes`),
+        every `every` steps. Default: none.
+        """
+        del tokenizer, valid_pairs, run_dir, every
+        return []
+
     def wrap_optimizer(self, optimizer):
         """The optimizer to train this model with, given the run's optimizer.
 

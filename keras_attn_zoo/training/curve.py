@@ -14,7 +14,9 @@ import time
 
 import tensorflow as tf
 
+from keras_attn_zoo.files import read_json_lines
 from keras_attn_zoo.files import write_atomically
+from keras_attn_zoo.files import write_json_lines
 from keras_attn_zoo.training.callbacks import DevTranslationMonitor
 
 
@@ -56,7 +58,7 @@ class LearningCurve:
         self.offset = progress[max(earlier)] if earlier else {
             "seconds": 0.0, "monitor_seconds": 0.0, "monitor_skipped": 0}
         points = [p for p in read_curve(self.curve_path) if p["step"] <= resumed]
-        write_atomically(self.curve_path, "".join(json.dumps(p) + "\n" for p in points))
+        write_json_lines(self.curve_path, points)
 
     def totals(self):
         """Training seconds, monitor seconds and postponed evaluations, all sessions."""
@@ -145,8 +147,6 @@ def write_run_so_far(partial_dir, stem, record):
     `<partial_dir>/<stem>-curve-<today>.json`, atomically, dated; returns the path."""
     import datetime
 
-    from keras_attn_zoo.files import write_atomically
-
     record = {**record, "date": datetime.datetime.now().isoformat(timespec="seconds")}
     path = pathlib.Path(partial_dir) / f"{stem}-curve-{datetime.date.today()}.json"
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -189,10 +189,7 @@ def logged_training_loss(log_dir):
 
 def read_curve(path):
     """The points of a `curve.jsonl` (none when it does not exist)."""
-    path = pathlib.Path(path)
-    if not path.exists():
-        return []
-    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+    return read_json_lines(path)
 
 
 def curve_text(points, what="first 100 valid sentences"):

@@ -51,6 +51,7 @@ appended after the SentencePiece vocabulary), so ``Translator`` and
 ``strip_eager_tokens`` and detokenization give (with the same beam options).
 """
 
+import pathlib
 import types
 
 import keras
@@ -89,6 +90,11 @@ EAGER_PRESETS = {
     "paper": dict(embedding_dim=500, hidden_dim=1000, num_layers=4, **_PAPER_DROPOUTS),
 }
 
+
+# Valid pairs of the source-use probe during training (`monitoring_callbacks`):
+# the dev set of benchmarks/eager_length.py, whose probe it repeats; two
+# teacher-forced passes over them cost seconds beside a valid evaluation.
+PROBE_PAIRS = 200
 
 # The decoding options a model carries in its config (`set_decoding`).
 DECODING_OPTIONS = ("source_padding_injection", "epsilon_limit", "length_normalization",
@@ -378,6 +384,24 @@ class EagerLSTMTranslator(ZooModel):
         See ``keras_attn_zoo.models.eager.training.eager_training_data``.
         """
         return eager_training_data(self, pairs, tokenizer, **options)
+
+    def monitoring_callbacks(self, tokenizer, valid_pairs, run_dir, every):
+        """`[SourceUseProbe]` on the first `PROBE_PAIRS` valid pairs (eflomal links
+        cached in `<run_dir>/probe_alignments`), every `every` steps, into
+        `<run_dir>/source_use.probe.jsonl`: a run's record then tells a model
+        still learning to read its source (the gap grows) from one that does not
+        (issue 32). None (an empty list) with fewer than two valid pairs."""
+        from keras_attn_zoo.models.eager.preprocessing import make_eager_id_pairs
+        from keras_attn_zoo.models.eager.probe import SourceUseProbe
+
+        pairs = list(valid_pairs or [])[:PROBE_PAIRS]
+        if len(pairs) < 2 or not every:
+            return []
+        run_dir = pathlib.Path(run_dir)
+        id_pairs, _ = make_eager_id_pairs(
+            pairs, tokenizer, aligner="eflomal", cache_dir=run_dir / "probe_alignments",
+            start_pads=self.zoo_config["start_pads"], special_ids=self.special_ids)
+        return [SourceUseProbe(id_pairs, every=every, path=run_dir / "source_use.probe.jsonl")]
 
     def forward_with_state(self, inputs, state, training=False):
         """Teacher-forced pass from given LSTM states; returns ``(logits, new_states)``.

@@ -14,9 +14,14 @@ during training) to tell "not trained enough yet" (the gap grows) from "not
 using the source" (it stays near 0).
 """
 
+import pathlib
+import time
+
 import numpy as np
 
 from keras_attn_zoo.data.vocabulary import BOS_ID, EOS_ID, PAD_ID
+from keras_attn_zoo.files import read_json_lines
+from keras_attn_zoo.files import write_json_lines
 
 
 def shuffled_sources(id_pairs, special_ids, seed=0):
@@ -92,19 +97,31 @@ def source_use_probe(model, id_pairs, *, batch_size=64, seed=0):
 class SourceUseProbe:
     """`Trainer` callback: `source_use_probe` every `every` steps, into `history`.
 
-    `history` is a list of `{"step", ...probe result}`.
+    `history` is a list of `{"step", ...probe result, "seconds"}`. With `path`
+    every point is also written to that JSON-lines file, which outlives the
+    process: a run resumed from a checkpoint trains the steps after it again,
+    so a new point replaces the file's points from its step on. Runs on the
+    chief only.
     """
 
-    def __init__(self, id_pairs, every=500, batch_size=64, seed=0):
+    def __init__(self, id_pairs, every=500, batch_size=64, seed=0, path=None):
         self.id_pairs = list(id_pairs)
         self.every = every
         self.batch_size = batch_size
         self.seed = seed
+        self.path = None if path is None else pathlib.Path(path)
         self.history = []
 
     def on_step_end(self, trainer, step, logs):
         del logs
-        if step % self.every == 0:
-            result = source_use_probe(trainer.model, self.id_pairs,
-                                      batch_size=self.batch_size, seed=self.seed)
-            self.history.append({"step": int(step), **result})
+        if step % self.every or not getattr(trainer, "is_chief", True):
+            return
+        started = time.monotonic()
+        result = source_use_probe(trainer.model, self.id_pairs,
+                                  batch_size=self.batch_size, seed=self.seed)
+        point = {"step": int(step), **result,
+                 "seconds": round(time.monotonic() - started, 2)}
+        self.history.append(point)
+        if self.path is not None:
+            kept = [p for p in read_json_lines(self.path) if p["step"] < step]
+            write_json_lines(self.path, kept + [point])
