@@ -4,6 +4,7 @@ import gzip
 import json
 import os
 import pathlib
+import re
 import subprocess
 import sys
 import textwrap
@@ -173,7 +174,9 @@ def test_leaderboard_cells_seeds_paired_tests_and_generated_readme(tmp_path):
         assert f"(results/{model}/seed0/probes/{name})" in text
 
     # Resumable: finished cells are skipped; the report comes from the cell files alone.
-    assert "training" not in again and "finished before" not in again
+    # No cell line ("[model/seedN] ...": trained, or finished before) and no training.
+    assert not re.search(r"^\[[^\]]+/seed\d+\]", again, re.M), again[-2000:]
+    assert "trained " not in again and "pipeline:" not in again
     assert after_again["leaderboard.md"] == section
     assert "finished before" in skipped
 
@@ -272,6 +275,40 @@ def test_the_machines_behind_the_speed_columns_are_named():
     pinned = cell(166.152448, 99.2, 1.3, cpus=2, cpus_usable=1)
     machines = leaderboard.machines_of([cell(332.306944, 205.0, 0.1, cpus=2), pinned])
     assert machines["hardware_peak_gflops"] == [332.3]
+
+
+def test_each_cells_training_run_is_listed_with_its_cost_and_machine():
+    from keras_attn_zoo.evaluation import leaderboard
+
+    def cell(model, seed, steps, clock, **extra):
+        return {"model": model, "seed": seed, "steps": steps, "best_step": steps - 2000,
+                "best_valid_bleu": 6.5, "stop_reason": "converged",
+                "training_clock_seconds": clock, "train_seconds": 1.0, **extra}
+
+    pinned = {"matmul_gflops": 99.2, "hardware_peak_gflops": 166.152448,
+              "load_average_1_5_15": [1.3, 1.0, 0.9], "cpus": 2, "cpus_usable": 1}
+    runs = leaderboard.cell_runs(
+        [cell("HC-SA", 0, 12500, 5810.4, machine=pinned),
+         cell("transformer", 1, 15500, 9719.6, machine={"cpus": 2}),
+         cell("transformer", 0, 12500, 7843.1,
+              adopted_from={"result": "recipe-eager/default.json"}),
+         {**cell("weighted", 0, 2000, None), "train_seconds": 1200.0}],
+        ["transformer", "weighted", "HC-SA"])
+    assert [run["cell"] for run in runs] == ["transformer s0", "transformer s1",
+                                             "weighted s0", "HC-SA s0"]
+    hc_sa = runs[-1]
+    # Every session's clock over the steps; the whole machine's kind, the share used.
+    assert (hc_sa["clock_minutes"], hc_sa["seconds_per_step"]) == (96.8, 0.46)
+    assert hc_sa["cores"] == "1 of 2" and hc_sa["machine_peak_gflops"] == 332.3
+    assert (hc_sa["matmul_gflops"], hc_sa["load_average"]) == (99.2, 1.3)
+    assert runs[1]["cores"] is None  # not recorded: not guessed
+    assert runs[2]["clock_minutes"] == 20.0  # a fixed-budget cell: its training seconds
+    table = leaderboard.cell_runs_markdown(runs)
+    assert "| HC-SA s0 | converged | 12500 (10500) | 6.5 | 96.8 | 0.46 | 1 of 2 | 332.3 " \
+           "| 99.2, 1.3 |" in table
+    assert "| transformer s0 (adopted grid run) |" in table
+    assert "| transformer s1 | converged | 15500 (13500) | 6.5 | 162.0 | 0.63 | - | - " \
+           "| -, - |" in table
 
 
 def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):

@@ -189,6 +189,60 @@ def machines_of(cells):
             "load_average_at_start": [min(loads), max(loads)] if loads else None}
 
 
+CELL_RUN_COLUMNS = ("cell | stopped | steps (best) | best valid BLEU (greedy) | training "
+                    "clock, min | s / step | cores | machine peak, GFLOP/s | matmul GFLOP/s, "
+                    "load (last start)")
+
+
+def cell_runs(cells, model_order):
+    """What each cell's training was: why it stopped, where it was best, and what it
+    cost on which machine, one dict per cell in the table's model order, then by
+    seed. The clock counts every session (data preparation and valid evaluations
+    included; the 2,000-step cells have only their training seconds), the machine
+    record is the last session's start (a resumed cell may have run elsewhere
+    before)."""
+    order = {model: index for index, model in enumerate(model_order)}
+    runs = []
+    for cell in sorted(cells, key=lambda c: (order.get(c["model"], len(order)), c["seed"])):
+        seconds = cell.get("training_clock_seconds") or cell.get("train_seconds")
+        machine = cell.get("machine") or {}
+        load = machine.get("load_average_1_5_15")
+        runs.append({
+            "cell": f"{cell['model']} s{cell['seed']}", "stopped": cell.get("stop_reason"),
+            "steps": cell.get("steps"), "best_step": cell.get("best_step"),
+            "best_valid_bleu": cell.get("best_valid_bleu"),
+            "clock_minutes": None if seconds is None else round(seconds / 60, 1),
+            "seconds_per_step": (round(seconds / cell["steps"], 2)
+                                 if seconds and cell.get("steps") else None),
+            # Older records did not say how many cores the process could use.
+            "cores": (f"{machine['cpus_usable']} of {machine['cpus']}"
+                      if machine.get("cpus_usable") and machine.get("cpus") else None),
+            "machine_peak_gflops": (round(machine_peak(machine), 1)
+                                    if machine.get("hardware_peak_gflops") else None),
+            "matmul_gflops": machine.get("matmul_gflops"),
+            "load_average": load[0] if load else None,
+            "adopted_from": (cell.get("adopted_from") or {}).get("result")})
+    return runs
+
+
+def cell_runs_markdown(runs):
+    """`cell_runs` as a markdown table ("-" where a cell did not record a value)."""
+    def shown(value):
+        return "-" if value is None else str(value)
+
+    lines = ["| " + CELL_RUN_COLUMNS + " |", "|" + "---|" * len(CELL_RUN_COLUMNS.split(" | "))]
+    for run in runs:
+        steps = shown(run["steps"]) + ("" if run["best_step"] is None
+                                       else f" ({run['best_step']})")
+        speed = f"{shown(run['matmul_gflops'])}, {shown(run['load_average'])}"
+        cell = run["cell"] + (" (adopted grid run)" if run["adopted_from"] else "")
+        lines.append("| " + " | ".join([
+            cell, shown(run["stopped"]), steps, shown(run["best_valid_bleu"]),
+            shown(run["clock_minutes"]), shown(run["seconds_per_step"]), shown(run["cores"]),
+            shown(run["machine_peak_gflops"]), speed]) + " |")
+    return "\n".join(lines) + "\n"
+
+
 def budget_evidence(cells):
     """Why the budget, from the Transformer cells' dev curves: per seed, the dev chrF at
     the curve's first point, near its middle step and at its end, and the rise per
@@ -269,10 +323,11 @@ def write_plots(results_dir, cells, rows):
     return {name: path.name for name, path in files.items()}
 
 
-def section_markdown(rows, verdicts, forms, settings, machines, files, source, images):
+def section_markdown(rows, verdicts, forms, runs, settings, machines, files, source, images):
     """The leaderboard section (the docs page and leaderboard.md share it).
 
-    `forms`: the Weighted Transformer's forms (`claims.weighted.forms_table`).
+    `forms`: the Weighted Transformer's forms (`claims.weighted.forms_table`);
+    `runs`: the cells' training runs (`cell_runs`).
 
     `source`: the results directory as the text names it (relative to the
     repository where it lies inside it); `images`: the plots' directory relative
@@ -314,6 +369,9 @@ def section_markdown(rows, verdicts, forms, settings, machines, files, source, i
         lines += ["**The Weighted Transformer's forms** (issue 32)", "",
                   forms_markdown(forms)]
     lines += ["**Claims**", "", verdicts_markdown(verdicts)]
+    if runs:
+        lines += ["**The cells' training runs** (the time to convergence of each)", "",
+                  cell_runs_markdown(runs)]
     for label, name in files.items():
         alt = label if " seed " in label else name  # a probe's image says whose it is
         lines.append(f"![{alt}]({(images / name).as_posix()})")

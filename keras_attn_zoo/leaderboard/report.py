@@ -128,11 +128,12 @@ def data_properties(board, cells):
 def write_report(board, cells=None):
     """leaderboard.md / .json and the plots in the results directory, from the cell
     files (`cells`: those already loaded). Returns the parts of the markdown
-    section: `(rows, verdicts, settings, machines, files)`."""
+    section: `(rows, verdicts, forms, runs, settings, machines, files)`."""
     from keras_attn_zoo.evaluation import claims
     from keras_attn_zoo.evaluation.claims.weighted import forms_table
     from keras_attn_zoo.evaluation.leaderboard import aggregate
     from keras_attn_zoo.evaluation.leaderboard import budget_evidence
+    from keras_attn_zoo.evaluation.leaderboard import cell_runs
     from keras_attn_zoo.evaluation.leaderboard import machines_of
     from keras_attn_zoo.evaluation.leaderboard import probe_images
     from keras_attn_zoo.evaluation.leaderboard import section_markdown
@@ -153,17 +154,19 @@ def write_report(board, cells=None):
     stored = [{k: v for k, v in c.items() if k != "_dir"} for c in cells]
     verdicts = claims.claim_verdicts(stored, properties)
     forms = forms_table(stored)
+    runs = cell_runs(stored, LEADERBOARD_MODELS)
     files = write_plots(board.results_dir, cells, rows)
     settings, machines = settings_of(cells), machines_of(cells)
     settings["budget_evidence"] = budget_evidence(stored)
     files.update(probe_images(cells))
-    text = section_markdown(rows, verdicts, forms, settings, machines, files,
+    text = section_markdown(rows, verdicts, forms, runs, settings, machines, files,
                             shown_path(board, board.results_dir), pathlib.Path("."))
     write_json(board.results_dir / "leaderboard.json",
                {"settings": settings, "machines": machines, "rows": rows,
-                "verdicts": verdicts, "weighted_forms": forms, "files": files})
+                "verdicts": verdicts, "weighted_forms": forms, "cell_runs": runs,
+                "files": files})
     write_atomically(board.results_dir / "leaderboard.md", "# Leaderboard\n\n" + text)
-    return rows, verdicts, forms, settings, machines, files
+    return rows, verdicts, forms, runs, settings, machines, files
 
 
 def rewrite_page(board, page, parts):
