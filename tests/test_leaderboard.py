@@ -376,7 +376,7 @@ def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
     (run_dir / "progress.json").write_text(json.dumps(
         {"500": {"seconds": 600.0}, "1000": {"seconds": 1800.0}}))
     assert remaining_cap_minutes(run_dir, 240.0) == pytest.approx(210.0)
-    assert remaining_cap_minutes(run_dir, 20.0) == pytest.approx(1e-3)
+    assert remaining_cap_minutes(run_dir, 20.0) == 0.0  # spent: no step more
 
 
 def test_partial_records_the_unfinished_cells_curves_only(tmp_path, monkeypatch):
@@ -620,7 +620,7 @@ def test_a_grid_run_that_cannot_be_the_cell_is_refused_before_any_copy(tmp_path,
         return str(refused.value)
 
     assert "caps 24000 steps / 120.0 min" in refusal(cap_minutes=120.0)
-    assert "would train on" in refusal(stop_reason="time_budget")
+    assert "would train on" in refusal(stop_reason="epochs")
     assert "holds no run" in refusal(config={"output_dir": str(tmp_path / "nowhere")})
     (tmp_path / "runs" / "RNNsearch" / "seed0").mkdir(parents=True)
     assert "has a run of its own" in refusal()

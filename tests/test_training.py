@@ -124,6 +124,29 @@ def test_training_on_real_ding_lowers_the_loss(ding_sample, tmp_path):
         [step, pytest.approx(losses[step - 1], abs=1e-4)] for step in range(5, 41, 5)]
 
 
+def test_a_run_resumed_with_its_time_budget_spent_trains_no_step(ding_sample, tmp_path):
+    """A run stopped by its wall-time cap, resumed under the same cap (nothing
+    left: `remaining_cap_minutes` 0), keeps its checkpoint's weights and step."""
+    pairs, tokenizer = ding_sample
+    dataset, _ = zoo_data.make_dataset(pairs, tokenizer, batch_tokens=1500, max_length=64)
+
+    def run(budget_seconds, max_steps=None):
+        seed_everything(0)
+        model = transformer(zoo_data.vocabulary_size(tokenizer), preset="tiny")
+        trainer = Trainer(model, Adam(3e-3), checkpoint_dir=str(tmp_path / "ckpt"),
+                          checkpoint_every=0)
+        summary = trainer.train(lambda epoch: dataset, max_steps=max_steps,
+                                time_budget_seconds=budget_seconds, verbose=0)
+        return summary, [w.numpy() for w in model.weights]
+
+    first, trained = run(None, max_steps=3)  # saved at its stop
+    resumed, weights = run(0.0)
+    assert (resumed.steps, resumed.resumed_from_step) == (first.steps, first.steps) == (3, 3)
+    assert resumed.stop_reason == "time_budget" and resumed.final_loss is None
+    for before, after in zip(trained, weights, strict=True):
+        np.testing.assert_array_equal(before, after)
+
+
 def test_a_resumed_runs_logged_losses_replace_the_abandoned_ones(tmp_path):
     """A run killed after step 150 and resumed from its checkpoint at step 100
     logs steps 150 and 200 again in a new event file: those replace the first

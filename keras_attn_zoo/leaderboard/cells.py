@@ -230,8 +230,8 @@ def adopt_run(board, model, seed, result_path, run_dir=None):
     `result_path` is the grid cell's result file; `run_dir` its run directory
     (default: the `output_dir` the result records, relative to the working
     directory). Refused, naming why, unless the cell has no run directory yet,
-    the table converges under the grid's caps, the run converged (or reached the
-    step cap: a run stopped by the wall-time cap would train on), every
+    the table converges under the grid's caps, the run stopped by converging or
+    at one of the caps (resumed under the same caps, it trains no step), every
     training, early-stopping and data setting of the two is equal, its
     `run_identity.json` is the cell's and its vocabulary the table's. The run
     directory is copied, without the grid's model and results, under a
@@ -258,7 +258,7 @@ def adopt_run(board, model, seed, result_path, run_dir=None):
         raise SystemExit(f"{result_path} was trained under caps {caps[0]} steps / "
                          f"{caps[1]} min, the table's are {board.steps} steps / "
                          f"{board.cap_minutes:g} min.")
-    if result.get("stop_reason") not in ("converged", "max_steps"):
+    if result.get("stop_reason") not in ("converged", "max_steps", "time_budget"):
         raise SystemExit(f"{result_path}'s run stopped by {result.get('stop_reason')!r}: "
                          "resumed, it would train on, so the cell must train itself.")
     run_dir = pathlib.Path(run_dir or result["config"]["output_dir"])

@@ -114,9 +114,10 @@ def clock_seconds(run_dir):
 def remaining_cap_minutes(run_dir, cap_minutes):
     """The wall-time cap left to a run: the cap less the training clock of the
     sessions before (`clock_seconds`), so that a run resumed over several
-    sessions gets the same cap as one trained in one. A run at its cap already
-    trains one more step and stops (a budget must be positive)."""
-    return max(cap_minutes - clock_seconds(run_dir) / 60.0, 1e-3)
+    sessions gets the same cap as one trained in one. 0 for a run at its cap:
+    resumed, it trains no step (the `Trainer`'s spent budget), so a run stopped
+    by the cap is evaluated as it stopped."""
+    return max(cap_minutes - clock_seconds(run_dir) / 60.0, 0.0)
 
 
 def run_so_far(run_dir):

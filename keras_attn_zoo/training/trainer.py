@@ -378,7 +378,8 @@ class Trainer:
             epochs: passes over the data, a stop condition (at least one of
                 the three must be set; each defaults to unbounded).
             max_steps: optimiser steps, a stop condition.
-            time_budget_seconds: wall time, a stop condition.
+            time_budget_seconds: wall time, a stop condition; 0 (or less): the
+                budget is spent, nothing is trained (a resumed run at its cap).
             verbose: 1 shows a Keras progress bar.
         """
         if epochs is None and max_steps is None and time_budget_seconds is None:
@@ -393,11 +394,16 @@ class Trainer:
         last_loss = None
         progress = keras.utils.Progbar(max_steps, stateful_metrics=["lr", "tok/s"]) if verbose else None
         window_start, window_tokens = time.monotonic(), 0
-        # A run restored at (or past) max_steps, or one a callback stops before
-        # its first step (early stopping that had converged), has nothing left
-        # to train.
-        stop_reason = ("max_steps" if max_steps is not None and resumed_from >= max_steps
-                       else self._stop_reason)
+        # A run restored at (or past) max_steps, one a callback stops before
+        # its first step (early stopping that had converged) or one whose time
+        # budget is spent has nothing left to train.
+        if max_steps is not None and resumed_from >= max_steps:
+            stop_reason = "max_steps"
+        elif self._stop_reason is None and (time_budget_seconds is not None
+                                            and time_budget_seconds <= 0):
+            stop_reason = "time_budget"
+        else:
+            stop_reason = self._stop_reason
         done = finished = stop_reason is not None
         while not done:
             epoch = int(self.epoch.numpy())
