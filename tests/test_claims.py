@@ -675,6 +675,34 @@ def test_the_weighted_forms_training_loss_is_compared_on_the_same_batches():
         form("weighted-gain", [shuffled])[0], form("weighted", [paper])[0]) is None
 
 
+def test_the_weighted_forms_kappa_alpha_columns_read_from_each_forms_start():
+    """A random start is already away from uniform, so its distance is shown beside
+    the start's expected value; the κ − α distance tells tied weights from free ones."""
+    def layer(kappa, alpha):
+        return {"kappa": kappa, "alpha": alpha,
+                "kappa_tv_from_uniform": weighted.total_variation_from_uniform(kappa),
+                "alpha_tv_from_uniform": weighted.total_variation_from_uniform(alpha)}
+
+    def form(model, layers):
+        return _cell(model, 0, builder="weighted_transformer", best_valid_bleu=5.0, bleu=5.0,
+                     probes={"branch_weights": layers}, **_versus(0.0, 0.5))
+
+    tied = [0.3, 0.2, 0.25, 0.25]
+    cells = [form("weighted", [layer(tied, tied)] * 2),
+             form("weighted-port", [layer([0.4, 0.2, 0.2, 0.2], [0.1, 0.3, 0.3, 0.3]),
+                                    layer(tied, tied)])]
+    rows = {row["model"]: row for row in weighted.forms_table(cells)["rows"]}
+    assert rows["weighted"]["kappa_alpha_tv"] == 0.05
+    assert rows["weighted"]["kappa_alpha_tv_at_start"] == 0.0
+    assert rows["weighted"]["kappa_minus_alpha"] == 0.0
+    # The port's start, softmax of U[0, 1) logits over 4 branches: about 0.103.
+    assert rows["weighted-port"]["kappa_alpha_tv_at_start"] == pytest.approx(0.103, abs=0.002)
+    assert rows["weighted-port"]["kappa_minus_alpha"] == pytest.approx(0.3 / 2)
+    table = weighted.forms_markdown(weighted.forms_table(cells))
+    assert "| 0.05 (0.0) | 0.0 |" in table
+    assert f"({rows['weighted-port']['kappa_alpha_tv_at_start']}) | 0.15 |" in table
+
+
 def test_the_weighted_forms_choose_the_default_on_valid_converged_seeds_only():
     def form(model, valid, test, stop="converged", seeds=range(3)):
         return [_cell(model, s, builder="weighted_transformer", best_valid_bleu=valid + s / 10,

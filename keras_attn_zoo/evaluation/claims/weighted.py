@@ -20,6 +20,13 @@ Thresholds and where they come from:
   (0.05 before issue 33) is passed by noise alone. A seed is for when both
   κ's and α's distance are above the null (p < 0.05), against when neither
   is. The paper (Figure 3) shows the weights moving apart without a number.
+* The forms table's κ/α columns. A random start (the port's, softmax of
+  U[0, 1) logits) is already away from uniform (0.103 on average at M = 4),
+  so a random-start form's distance is shown beside its expected value at
+  the start (`random_start_distance`), not read as movement; and the
+  distance between κ and α themselves (`0.5 * sum |κ_i - α_i|`, layer
+  mean) shows whether the two are tied (about 0 from a uniform start, where
+  their gradients are equal) or move apart.
 """
 
 import functools
@@ -46,6 +53,15 @@ def total_variation_from_uniform(weights):
     """`0.5 * sum_i |w_i - 1/M|`: 0 for uniform weights, `1 - 1/M` for one-hot."""
     weights = np.asarray(weights, dtype=np.float64)
     return float(0.5 * np.abs(weights - 1.0 / weights.size).sum())
+
+
+@functools.lru_cache(maxsize=None)
+def random_start_distance(branches, draws=20000):
+    """The expected total-variation distance from uniform of a κ or α at the port's
+    random start (softmax of U[0, 1) logits over `branches`), by a seeded draw."""
+    logits = np.random.default_rng(0).random((draws, branches))
+    weights = np.exp(logits) / np.exp(logits).sum(axis=1, keepdims=True)
+    return float(np.mean(0.5 * np.abs(weights - 1.0 / branches).sum(axis=1)))
 
 
 def branch_weights(model):
@@ -207,6 +223,8 @@ def forms_table(cells):
     Returns ``{"rows": [...], "chosen": model or None, "reason": str}``; no rows
     where fewer than two forms have cells.
     """
+    from keras_attn_zoo.models import LEADERBOARD_MODELS
+
     by_model = {}
     for cell in cells:
         if cell.get("builder") == WEIGHTED_BUILDER and cell.get("status", "ok") == "ok":
@@ -218,9 +236,14 @@ def forms_table(cells):
     for model, own in by_model.items():
         own = sorted(own, key=lambda c: c["seed"])
         done = [c for c in own if converged(c)]
+        probed = [layers for c in own
+                  for layers in [(c.get("probes") or {}).get("branch_weights")] if layers]
         tv = [float(np.mean([layer[f"{name}_tv_from_uniform"] for layer in layers]))
-              for c in own for name in ("kappa", "alpha")
-              for layers in [(c.get("probes") or {}).get("branch_weights")] if layers]
+              for layers in probed for name in ("kappa", "alpha")]
+        gap = [float(np.mean([0.5 * np.abs(np.subtract(layer["kappa"], layer["alpha"])).sum()
+                              for layer in layers])) for layers in probed]
+        random_start = (LEADERBOARD_MODELS.get(model, (None, {}))[1]
+                        .get("weight_initialization") == "random")
         rows.append({
             "model": model, "model_options": form_options(model),
             "seeds": [c["seed"] for c in own], "converged_seeds": [c["seed"] for c in done],
@@ -229,6 +252,10 @@ def forms_table(cells):
             "bleu_vs_transformer": rounded([value_at(c, "versus_transformer.bleu_difference")
                                             for c in own]),
             "kappa_alpha_tv": round(float(np.mean(tv)), 4) if tv else None,
+            "kappa_alpha_tv_at_start": (
+                round(random_start_distance(len(probed[0][0]["kappa"])), 4)
+                if random_start and probed else 0.0 if probed else None),
+            "kappa_minus_alpha": round(float(np.mean(gap)), 4) if gap else None,
             "training_loss_vs_paper": rounded(
                 [same_batch_loss_difference(c, paper[c["seed"]])
                  for c in own if model != "weighted" and c["seed"] in paper])})
@@ -281,6 +308,13 @@ def form_options(model):
     return format_model_options(LEADERBOARD_MODELS.get(model, (None, {}))[1])
 
 
+def shown_distance(distance, at_start):
+    """A κ/α distance with its value at the start: "0.0574 (0.1028)"; "-" without one."""
+    if distance is None:
+        return "-"
+    return f"{distance} ({at_start})" if at_start is not None else str(distance)
+
+
 def forms_markdown(forms):
     """`forms_table`'s rows as a markdown table with the choice below; '' without rows."""
     if not forms["rows"]:
@@ -295,16 +329,17 @@ def forms_markdown(forms):
         return text if std is None else f"{text} ± {std:.{digits}f}"
 
     lines = ["| form | options | seeds (converged) | valid BLEU | test BLEU | "
-             "Δ BLEU vs Transformer | κ/α distance from uniform | "
-             "training loss − the paper form's (same batches) |",
-             "|---|---|---|---|---|---|---|---|"]
+             "Δ BLEU vs Transformer | κ/α distance from uniform (at the start) | "
+             "κ − α distance | training loss − the paper form's (same batches) |",
+             "|---|---|---|---|---|---|---|---|---|"]
     for row in forms["rows"]:
         lines.append(
             f"| {row['model']} | `{row['model_options'] or '(the paper)'}` | "
             f"{len(row['seeds'])} ({len(row['converged_seeds'])}) | "
             f"{listed(row['valid_bleu'])} | {listed(row['test_bleu'])} | "
             f"{listed(row['bleu_vs_transformer'], signed=True)} | "
-            f"{'-' if row['kappa_alpha_tv'] is None else row['kappa_alpha_tv']} | "
+            f"{shown_distance(row['kappa_alpha_tv'], row.get('kappa_alpha_tv_at_start'))} | "
+            f"{'-' if row.get('kappa_minus_alpha') is None else row['kappa_minus_alpha']} | "
             f"{listed(row['training_loss_vs_paper'], signed=True, digits=3)} |")
     choice = (f"The builder's default: **{forms['chosen']}**, {forms['reason']}."
               if forms["chosen"] else f"The builder's default: {forms['reason']}.")
@@ -315,7 +350,10 @@ def forms_markdown(forms):
             "steps, the second half of the shorter run); the same seed gives every "
             "form the same batches, so it is paired (shown where the two runs' losses "
             f"correlate batch by batch at {SAME_BATCHES_MIN_CORRELATION} or more): above "
-            "0, the form fits the training data less well.\n")
+            "0, the form fits the training data less well. The κ/α distance from "
+            "uniform is the layer mean of κ's and α's, beside its value at the start (0 "
+            "from a uniform start; the expected value from the port's random one); "
+            "κ − α is their distance from each other (about 0: tied).\n")
 
 
 CLAIMS = [
