@@ -72,7 +72,7 @@ from keras_attn_zoo.training.averaging import latest_checkpoints
 from keras_attn_zoo.training.callbacks import default_callbacks
 from keras_attn_zoo.training.curve import LearningCurve
 from keras_attn_zoo.training.curve import curve_text
-from keras_attn_zoo.files import read_json_lines
+from keras_attn_zoo.training.curve import training_probes
 from keras_attn_zoo.files import write_atomically
 from keras_attn_zoo.training.early_stopping import METRICS as EARLY_STOPPING_METRICS
 from keras_attn_zoo.training.early_stopping import EarlyStopping
@@ -634,14 +634,6 @@ def default_monitors(config, model, tokenizer, valid, dev_translation=True,
                              dev_translation=dev_translation, translator=translator) + (
         model.monitoring_callbacks(tokenizer, valid, config.paths[0],
                                    every=config.valid_every or config.eval_every))
-
-
-def training_probes(run_dir):
-    """`{name: points}` of the model's monitoring callbacks
-    (`ZooModel.monitoring_callbacks`), read from `<run_dir>/<name>.probe.jsonl`:
-    every session's points, so a resumed run reports them all."""
-    return {path.name[:-len(".probe.jsonl")]: read_json_lines(path)
-            for path in sorted(pathlib.Path(run_dir).glob("*.probe.jsonl"))}
 
 
 def early_stopping(config, model, tokenizer, valid, translator=None, keep_best=None):

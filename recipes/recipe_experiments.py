@@ -70,6 +70,7 @@ from keras_attn_zoo.training.curve import LearningCurve  # noqa: E402
 from keras_attn_zoo.training.curve import read_curve  # noqa: E402
 from keras_attn_zoo.training.curve import remaining_cap_minutes  # noqa: E402
 from keras_attn_zoo.training.curve import run_so_far  # noqa: E402
+from keras_attn_zoo.training.curve import training_probes  # noqa: E402
 from keras_attn_zoo.training.curve import write_run_so_far  # noqa: E402
 from keras_attn_zoo.evaluation.scores import best_setting  # noqa: E402
 from keras_attn_zoo.evaluation.scores import search_grid  # noqa: E402
@@ -335,7 +336,7 @@ def train_and_score_valid(config):
     if stopper is not None and not config.average_checkpoints:
         record.update(score_mean_of_best(stopper, model, translator, corpus.valid))
     record["learning_curve"] = read_curve(output_dir / "curve.jsonl")
-    record["training_probes"] = workflow.training_probes(output_dir)
+    record["training_probes"] = training_probes(output_dir)
     record["load_average_at_end"] = common.load_average()
     record["wall_seconds"] = round(time.monotonic() - started, 1)
     return workflow.export(config, translator, record)

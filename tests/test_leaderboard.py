@@ -393,6 +393,9 @@ def test_partial_records_the_unfinished_cells_curves_only(tmp_path, monkeypatch)
         run.mkdir(parents=True)
         (run / "curve.jsonl").write_text("".join(json.dumps(p) + "\n" for p in curve))
         (run / "progress.json").write_text(json.dumps({"1500": {"seconds": 720.5}}))
+    probe = [{"step": 500, "gap": 0.14}, {"step": 1000, "gap": 0.15}]  # a model's own
+    (runs / "transformer" / "seed0" / "source_use.probe.jsonl").write_text(
+        "".join(json.dumps(p) + "\n" for p in probe))
     (results / "RAN-E" / "seed0").mkdir(parents=True)
     (results / "RAN-E" / "seed0" / "cell.json").write_text("{}")  # RAN-E finished since
     leaderboard.main(["--partial", "--models", "transformer,RAN-E,GMM", "--seeds", "0",
@@ -406,6 +409,7 @@ def test_partial_records_the_unfinished_cells_curves_only(tmp_path, monkeypatch)
     assert record["best_so_far"] == {"step": 1000, "bleu": 3.25, "chrf": 18.5}
     assert record["training_seconds_at_last_checkpoint"] == 720.5
     assert record["training_loss_logged"] == []  # no TensorBoard log in this run
+    assert record["training_probes"] == {"source_use": probe}
     assert record["early_stopping_state"] is None and record["note"] == "one thread"
     assert record["recipe"] == "low-resource" and "--seeds 0" in record["command"]
     assert record["command"].endswith("--protocol converge --steps 24000 --cap-minutes 240")

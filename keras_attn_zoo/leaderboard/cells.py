@@ -438,7 +438,7 @@ RESULT_KEYS = (
     # stopping, the best evaluation (its weights are the ones scored).
     "stop_reason", "best_step", "best_valid_bleu", "best_valid_chrf", "valid_curve",
     "early_stopping",
-    # The model's own measurements during training (`workflow.training_probes`).
+    # The model's own measurements during training (`training.curve.training_probes`).
     "training_probes")
 
 

@@ -178,7 +178,7 @@ class ZooModel(keras.Model):
         """Callbacks that measure this model on the `valid_pairs` while it trains.
 
         Each writes its points to `<run_dir>/<name>.probe.jsonl`, kept across
-        restarts (the run's results read them back, `workflow.training_probes`),
+        restarts (the run's results read them back, `training.curve.training_probes`),
         every `every` steps. Default: none.
         """
         del tokenizer, valid_pairs, run_dir, every

@@ -125,9 +125,10 @@ def run_so_far(run_dir):
     outlives the machine holding its checkpoints: `curve` (every valid
     evaluation), `best_so_far` (step, BLEU, chrF; the earlier step on a tie),
     `early_stopping_state` (None without one),
-    `training_seconds_at_last_checkpoint` and `training_loss_logged` (from
-    `<run_dir>/logs`, `logged_training_loss`). Raises `ValueError` when the
-    directory holds no valid curve (not evaluated yet, or another directory)."""
+    `training_seconds_at_last_checkpoint`, `training_loss_logged` (from
+    `<run_dir>/logs`, `logged_training_loss`) and `training_probes`. Raises
+    `ValueError` when the directory holds no valid curve (not evaluated yet, or
+    another directory)."""
     run_dir = pathlib.Path(run_dir)
     curve = read_curve(run_dir / "curve.jsonl")
     if not curve:
@@ -140,7 +141,8 @@ def run_so_far(run_dir):
                                      if state_path.exists() else None),
             "curve": curve,
             "training_seconds_at_last_checkpoint": round(clock_seconds(run_dir), 1),
-            "training_loss_logged": logged_training_loss(run_dir / "logs")}
+            "training_loss_logged": logged_training_loss(run_dir / "logs"),
+            "training_probes": training_probes(run_dir)}
 
 
 def write_run_so_far(partial_dir, stem, record):
@@ -186,6 +188,14 @@ def logged_training_loss(log_dir):
             points = {step: loss for step, loss in points.items() if step < first}
             points.update(found)
     return [[step, round(points[step], 4)] for step in sorted(points)]
+
+
+def training_probes(run_dir):
+    """`{name: points}` of the model's monitoring callbacks
+    (`ZooModel.monitoring_callbacks`), read from `<run_dir>/<name>.probe.jsonl`:
+    every session's points, so a resumed run reports them all."""
+    return {path.name[:-len(".probe.jsonl")]: read_json_lines(path)
+            for path in sorted(pathlib.Path(run_dir).glob("*.probe.jsonl"))}
 
 
 def read_curve(path):
