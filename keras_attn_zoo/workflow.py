@@ -626,14 +626,14 @@ def default_monitors(config, model, tokenizer, valid, dev_translation=True,
     monitor builds one)."""
     if config.no_monitoring:
         return []
+    monitors = default_callbacks(model, tokenizer, valid, every=config.eval_every,
+                                 beam_size=config.beam_size,
+                                 length_penalty=config.length_penalty,
+                                 dev_translation=dev_translation, translator=translator)
     # The model's own measurements (e.g. the eager translator's source-use
-    # probe) at the valid split's pace.
-    return default_callbacks(model, tokenizer, valid, every=config.eval_every,
-                             beam_size=config.beam_size,
-                             length_penalty=config.length_penalty,
-                             dev_translation=dev_translation, translator=translator) + (
-        model.monitoring_callbacks(tokenizer, valid, config.paths[0],
-                                   every=config.valid_every or config.eval_every))
+    # probe), at the valid split's pace.
+    return monitors + model.monitoring_callbacks(
+        tokenizer, valid, config.paths[0], every=config.valid_every or config.eval_every)
 
 
 def early_stopping(config, model, tokenizer, valid, translator=None, keep_best=None):
