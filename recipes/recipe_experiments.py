@@ -41,8 +41,10 @@ killed while training resumes from the checkpoints in its run directory
 every cell (e.g. `--base preset=tiny --base data=files --base train_src=...`);
 another model's table keeps its own files:
 
-    python recipes/recipe_experiments.py --base model=bahdanau_rnn \
+    python recipes/recipe_experiments.py --base model=bahdanau_rnn --base valid_metric=chrf \
         --results-dir benchmarks/results/recipe-rnnsearch --runs-dir runs/recipe-rnnsearch
+
+(the RNN families stop on chrF, the table's `FAMILY_VALID_METRICS`).
 
 `--cap-minutes M` also stops a cell at M minutes of training wall time summed
 over its sessions, the leaderboard's cap: a family's recipe for the table is

@@ -323,13 +323,47 @@ def test_an_unknown_metric_is_refused_by_the_recipe(corpus_files, tmp_path, caps
     assert "--valid-metric: invalid choice: 'ter'" in capsys.readouterr().err
 
 
-def test_a_state_file_of_another_metric_is_refused(corpus_files, ema_run, tmp_path):
-    run_dir = tmp_path / "run"  # a copy of a run whose state ranks by BLEU
+def test_a_run_resumed_under_the_other_metric_ranks_its_evaluations_by_it(
+        corpus_files, plateau_first_run, tmp_path):
+    """A family whose greedy BLEU is too low to rank by goes on by chrF: the recorded
+    evaluations (each holds both) are ranked again, the kept checkpoints follow,
+    and the change is recorded."""
+    run_dir = tmp_path / "run"  # a copy: evaluations at 2 and 4 by BLEU, both kept
+    shutil.copytree(plateau_first_run[0], run_dir)
+    resumed = workflow.training_run(run_config(corpus_files, run_dir, *PLATEAU_FLAGS,
+                                               "--valid-metric", "chrf", steps=6))
+    assert resumed["resumed_from_step"] == 4 and resumed["steps"] == 6
+    assert resumed["early_stopping"]["metric"] == "chrf"
+    assert resumed["early_stopping"]["metric_changes"] == [
+        {"step": 4, "from": "bleu", "to": "chrf"}]
+    curve = resumed["valid_curve"]
+    assert [e["step"] for e in curve] == [2, 4, 6]
+    assert curve[:2] == plateau_first_run[1]["valid_curve"]
+    two_best = ranked_steps(curve, "chrf")[:2]
+    assert resumed["best_step"] == two_best[0] and resumed["evaluated_steps"] == two_best
+    assert resumed["best_valid_chrf"] == max(e["chrf"] for e in curve)
+    state = json.loads((run_dir / "early_stopping.json").read_text())
+    assert state["metric"] == "chrf" and state["kept"] == two_best
+    assert {p.name.split(".")[0] for p in (run_dir / "best").iterdir()} == {
+        f"step-{step}" for step in two_best}
+
+
+def test_a_metric_whose_best_weights_were_not_kept_is_refused(corpus_files, ema_run,
+                                                              tmp_path):
+    run_dir = tmp_path / "run"  # a copy of a run that kept its BLEU-best checkpoint only
     shutil.copytree(ema_run[0], run_dir)
-    # Its command again, with another metric.
-    with pytest.raises(ValueError, match="ranks checkpoints by 'bleu', this run by 'chrf'"):
+    path = run_dir / "early_stopping.json"
+    state = json.loads(path.read_text())
+    (kept,) = state["kept"]
+    other = next(e for e in state["evaluations"] if e["step"] != kept)
+    other["chrf"] = 1000.0  # ranked by chrF the best is a step whose weights are gone
+    path.write_text(json.dumps(state))
+    with pytest.raises(ValueError, match=rf"the weights of steps \[{other['step']}\] "
+                                         "were not kept: start a new run directory"):
         workflow.training_run(run_config(corpus_files, run_dir, "--patience", "1",
                                          "--ema-momentum", "0.9", "--valid-metric", "chrf"))
+    assert json.loads(path.read_text()) == state  # nothing re-ranked, nothing deleted
+    assert any(p.name.startswith(f"step-{kept}") for p in (run_dir / "best").iterdir())
 
 
 def test_a_plateau_schedule_halves_the_rate_at_each_evaluation_without_gain(

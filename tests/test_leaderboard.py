@@ -282,7 +282,7 @@ def test_each_cells_training_run_is_listed_with_its_cost_and_machine():
 
     def cell(model, seed, steps, clock, **extra):
         return {"model": model, "seed": seed, "steps": steps, "best_step": steps - 2000,
-                "best_valid_bleu": 6.5, "stop_reason": "converged",
+                "best_valid_bleu": 6.5, "best_valid_chrf": 26.1, "stop_reason": "converged",
                 "training_clock_seconds": clock, "train_seconds": 1.0, **extra}
 
     pinned = {"matmul_gflops": 99.2, "hardware_peak_gflops": 166.152448,
@@ -292,11 +292,16 @@ def test_each_cells_training_run_is_listed_with_its_cost_and_machine():
          cell("transformer", 1, 15500, 9719.6, machine={"cpus": 2}),
          cell("transformer", 0, 12500, 7843.1,
               adopted_from={"result": "recipe-eager/default.json"}),
-         {**cell("weighted", 0, 2000, None), "train_seconds": 1200.0}],
-        ["transformer", "weighted", "HC-SA"])
+         {**cell("weighted", 0, 2000, None), "train_seconds": 1200.0},
+         # Ranked by chrF: its best evaluation's BLEU and chrF both, from the curve.
+         cell("eager", 0, 9000, 9000.0, best_valid_bleu=None, best_valid_chrf=14.2,
+              early_stopping={"metric": "chrf"},
+              valid_curve=[{"step": 6500, "bleu": 0.41, "chrf": 13.9},
+                           {"step": 7000, "bleu": 0.38, "chrf": 14.2}])],
+        ["transformer", "weighted", "HC-SA", "eager"])
     assert [run["cell"] for run in runs] == ["transformer s0", "transformer s1",
-                                             "weighted s0", "HC-SA s0"]
-    hc_sa = runs[-1]
+                                             "weighted s0", "HC-SA s0", "eager s0"]
+    hc_sa = runs[3]
     # Every session's clock over the steps; the whole machine's kind, the share used.
     assert (hc_sa["clock_minutes"], hc_sa["seconds_per_step"]) == (96.8, 0.46)
     assert hc_sa["cores"] == "1 of 2" and hc_sa["machine_peak_gflops"] == 332.3
@@ -304,11 +309,12 @@ def test_each_cells_training_run_is_listed_with_its_cost_and_machine():
     assert runs[1]["cores"] is None  # not recorded: not guessed
     assert runs[2]["clock_minutes"] == 20.0  # a fixed-budget cell: its training seconds
     table = leaderboard.cell_runs_markdown(runs)
-    assert "| HC-SA s0 | converged | 12500 (10500) | 6.5 | 96.8 | 0.46 | 1 of 2 | 332.3 " \
-           "| 99.2, 1.3 |" in table
+    assert "| HC-SA s0 | converged | 12500 (10500) | 6.5 / 26.1 | 96.8 | 0.46 | 1 of 2 " \
+           "| 332.3 | 99.2, 1.3 |" in table
+    assert "| eager s0 | converged | 9000 (7000) | 0.38 / 14.2 (chrf) | 150.0 |" in table
     assert "| transformer s0 (adopted grid run) |" in table
-    assert "| transformer s1 | converged | 15500 (13500) | 6.5 | 162.0 | 0.63 | - | - " \
-           "| -, - |" in table
+    assert "| transformer s1 | converged | 15500 (13500) | 6.5 / 26.1 | 162.0 | 0.63 | - " \
+           "| - | -, - |" in table
 
 
 def test_the_protocols_caps_and_result_directories(tmp_path, monkeypatch):
@@ -511,7 +517,7 @@ def test_a_cell_adopts_the_grid_run_of_its_settings_and_trains_no_step(tmp_path)
                         ("test", pairs[260:])):
         files[split] = _write_split(tmp_path, split, part)
     settings = {"vocab_size": 120, "batch_tokens": 256, "max_length": 32, "valid_every": 1,
-                "patience": 1}
+                "patience": 1, "valid_metric": "chrf"}  # the family's (FAMILY_VALID_METRICS)
     grid = ["--cells", "default", "--steps", "4", "--cap-minutes", "30", "--seed", "0",
             "--results-dir", str(tmp_path / "grid"), "--runs-dir", str(tmp_path / "grid-runs"),
             "--no-matmul-rate", "--base", "model=bahdanau_rnn", "--base", "preset=tiny",
@@ -567,8 +573,9 @@ def test_a_cell_adopts_the_grid_run_of_its_settings_and_trains_no_step(tmp_path)
 
 
 @pytest.mark.parametrize("model, family, base, grid", [
-    ("RNNsearch", "rnnsearch", ["model=bahdanau_rnn"], ["rnnsearch-paper"]),
-    ("eager", "eager", ["model=eager_translator", "aligned_batching=true"], ["eager-paper"]),
+    ("RNNsearch", "rnnsearch", ["model=bahdanau_rnn", "valid_metric=chrf"], ["rnnsearch-paper"]),
+    ("eager", "eager", ["model=eager_translator", "aligned_batching=true", "valid_metric=chrf"],
+     ["eager-paper"]),
 ])
 def test_each_cell_of_a_family_grid_is_the_table_cell_of_that_recipe(
         tmp_path, monkeypatch, model, family, base, grid):
@@ -585,12 +592,14 @@ def test_each_cell_of_a_family_grid_is_the_table_cell_of_that_recipe(
 
     monkeypatch.syspath_prepend(str(REPO / "recipes"))
     leaderboard, experiments = load_recipe("leaderboard"), load_recipe("recipe_experiments")
-    grid_args = experiments.parse_args(
-        [item for assignment in base for item in ("--base", assignment)]
-        + ["--steps", "24000", "--cap-minutes", "240"])
-    def differences(cell, recipe):
+    def grid_base(assignments):
+        return experiments.parse_args(
+            [item for assignment in assignments for item in ("--base", assignment)]
+            + ["--steps", "24000", "--cap-minutes", "240"]).base
+
+    def differences(cell, recipe, base=grid_base(base)):
         trained = experiments.cell_config(
-            cell, experiments.resolve(experiments.CELLS[cell], 24000), grid_args.base, 24000,
+            cell, experiments.resolve(experiments.CELLS[cell], 24000), base, 24000,
             0, tmp_path, cap_minutes=240)
         table = leaderboard.cell_config(
             leaderboard.parse_args(["--family-recipes", f"{family}={recipe}"]), model, 0)
@@ -602,6 +611,9 @@ def test_each_cell_of_a_family_grid_is_the_table_cell_of_that_recipe(
     # A cell of another recipe is another run, and says which setting differs.
     assert "learning_rate 0.0005 there, 0.002 here" in differences("learning-rate-5e-4",
                                                                     "default")
+    # The family ranks its evaluations by chrF: a grid run ranked by BLEU is not its cell.
+    assert "valid_metric 'bleu' there, 'chrf' here" in differences(
+        "default", "default", grid_base(base[:-1]))
 
 
 def test_a_grid_run_that_cannot_be_the_cell_is_refused_before_any_copy(tmp_path, monkeypatch):

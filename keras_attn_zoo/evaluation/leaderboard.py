@@ -189,7 +189,8 @@ def machines_of(cells):
             "load_average_at_start": [min(loads), max(loads)] if loads else None}
 
 
-CELL_RUN_COLUMNS = ("cell | stopped | steps (best) | best valid BLEU (greedy) | training "
+CELL_RUN_COLUMNS = ("cell | stopped | steps (best) | best valid BLEU / chrF (greedy; "
+                    "ranked by) | training "
                     "clock, min | s / step | cores | machine peak, GFLOP/s | matmul GFLOP/s, "
                     "load (last start)")
 
@@ -210,7 +211,7 @@ def cell_runs(cells, model_order):
         runs.append({
             "cell": f"{cell['model']} s{cell['seed']}", "stopped": cell.get("stop_reason"),
             "steps": cell.get("steps"), "best_step": cell.get("best_step"),
-            "best_valid_bleu": cell.get("best_valid_bleu"),
+            **best_evaluation(cell),
             "clock_minutes": None if seconds is None else round(seconds / 60, 1),
             "seconds_per_step": (round(seconds / cell["steps"], 2)
                                  if seconds and cell.get("steps") else None),
@@ -225,6 +226,17 @@ def cell_runs(cells, model_order):
     return runs
 
 
+def best_evaluation(cell):
+    """The valid BLEU and chrF of a cell's best evaluation and the metric that ranked
+    it (early stopping's: BLEU for the Transformer family, chrF where greedy BLEU
+    is too low to rank by)."""
+    best = next((e for e in cell.get("valid_curve") or []
+                 if e.get("step") == cell.get("best_step")), {})
+    return {"best_valid_bleu": best.get("bleu", cell.get("best_valid_bleu")),
+            "best_valid_chrf": best.get("chrf", cell.get("best_valid_chrf")),
+            "ranked_by": (cell.get("early_stopping") or {}).get("metric")}
+
+
 def cell_runs_markdown(runs):
     """`cell_runs` as a markdown table ("-" where a cell did not record a value)."""
     def shown(value):
@@ -235,9 +247,11 @@ def cell_runs_markdown(runs):
         steps = shown(run["steps"]) + ("" if run["best_step"] is None
                                        else f" ({run['best_step']})")
         speed = f"{shown(run['matmul_gflops'])}, {shown(run['load_average'])}"
+        best = (f"{shown(run['best_valid_bleu'])} / {shown(run['best_valid_chrf'])}"
+                + ("" if run["ranked_by"] is None else f" ({run['ranked_by']})"))
         cell = run["cell"] + (" (adopted grid run)" if run["adopted_from"] else "")
         lines.append("| " + " | ".join([
-            cell, shown(run["stopped"]), steps, shown(run["best_valid_bleu"]),
+            cell, shown(run["stopped"]), steps, best,
             shown(run["clock_minutes"]), shown(run["seconds_per_step"]), shown(run["cores"]),
             shown(run["machine_peak_gflops"]), speed]) + " |")
     return "\n".join(lines) + "\n"

@@ -20,7 +20,9 @@ the best checkpoints `<run>/best/step-<N>`. A resumed run keeps the
 evaluations up to the step it resumed from, deletes the best checkpoints
 written after it (that stretch is trained again) and so has the best score and
 the patience counter it had at that step; a run that had converged stops
-before its first step.
+before its first step. A run resumed under the other metric ranks the recorded
+evaluations by it (each holds both) when the checkpoints that ranking keeps
+are in `best/`, and records the change (`metric_changes`); else it is refused.
 
 With the optimizer's weight EMA (`use_ema`) the evaluation and the best
 checkpoints are of the averaged weights (as Marian validates its smoothed
@@ -134,6 +136,7 @@ class EarlyStopping(DevTranslationMonitor):
         self.keep_best = keep_best
         self.evaluations = []  # {"step", "bleu", "chrf"}, every session's
         self.kept = []  # steps whose checkpoint is in best/, best first
+        self.metric_changes = []  # {"step", "from", "to"}: a resumed run re-ranked
         self._checkpoint = tf.train.Checkpoint(model=model)
 
     # ---- state ---------------------------------------------------------------------
@@ -185,6 +188,8 @@ class EarlyStopping(DevTranslationMonitor):
         state = {"metric": self.metric, "patience": self.patience,
                  "min_improvement": self.min_improvement, "every": self.every,
                  "evaluations": self.evaluations, "kept": self.kept}
+        if self.metric_changes:
+            state["metric_changes"] = self.metric_changes
         write_atomically(self.state_path, json.dumps(state, indent=1) + "\n")
 
     def _remove_unkept(self):
@@ -202,16 +207,41 @@ class EarlyStopping(DevTranslationMonitor):
         """Takes the state of the step the run resumed from; stops a converged run."""
         if self.state_path.exists():
             state = json.loads(self.state_path.read_text())
-            if state.get("metric", self.metric) != self.metric:
-                raise ValueError(
-                    f"{self.state_path} ranks checkpoints by {state['metric']!r}, this "
-                    f"run by {self.metric!r}: start a new run directory to change it.")
             self.evaluations = [e for e in state["evaluations"] if e["step"] <= step]
             self.kept = [s for s in state["kept"] if s <= step]
+            self.metric_changes = [c for c in state.get("metric_changes", [])
+                                   if c["step"] <= step]
+            if state.get("metric", self.metric) != self.metric:
+                self._rerank(state["metric"], step)
+                if getattr(trainer, "is_chief", True):  # before best/ loses the others
+                    self._save_state()
         self._remove_unkept()  # among them those written after `step`: trained again
         self._follow_plateau(trainer)
         if self.converged:
             trainer.request_stop("converged")
+
+    def _rerank(self, previous, step):
+        """Ranks the recorded evaluations by this run's metric instead of `previous`.
+
+        Every evaluation holds both metrics, so the ranking is the one this
+        metric would have made, and so are the patience counter and the
+        plateau's halvings. The best checkpoints it keeps must be among those
+        kept under `previous` (their weights are in `best/`); else refused,
+        naming the steps whose weights are gone."""
+        wanted = [e["step"] for e in self._ranked()[:self.keep_best]]
+        missing = [s for s in wanted if s not in self.kept]
+        if missing:
+            raise ValueError(
+                f"{self.state_path} ranks checkpoints by {previous!r}; ranked by "
+                f"{self.metric!r} its best evaluations are at steps {wanted}, and the "
+                f"weights of steps {missing} were not kept: start a new run directory "
+                f"to rank by {self.metric!r}.")
+        self.kept = wanted
+        self.metric_changes.append({"step": step, "from": previous, "to": self.metric})
+        print(f"early stopping: the {len(self.evaluations)} evaluations to step {step} "
+              f"ranked by {self.metric} instead of {previous}: best step "
+              f"{self.best_step}, {self.evaluations_since_best} evaluations since",
+              flush=True)
 
     def _follow_plateau(self, trainer):
         """Sets a plateau schedule's halvings (`optimizers.PlateauHalvingSchedule`)
@@ -273,6 +303,7 @@ class EarlyStopping(DevTranslationMonitor):
                 "evaluations_since_best": self.evaluations_since_best,
                 "session_evaluation_seconds": round(
                     sum(entry["seconds"] for entry in evaluated), 1),
+                **({"metric_changes": self.metric_changes} if self.metric_changes else {}),
             },
             "best_step": self.best_step,
             f"best_valid_{self.metric}": self.best_score,
