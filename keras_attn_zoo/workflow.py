@@ -208,7 +208,7 @@ class RunConfig:
     # The eager translator's source padding injection at decoding: "model"
     # (the model's), "valid" (chosen on the valid split) or a number.
     source_padding_injection: str = "model"
-    # GNMT length penalties to choose among by BLEU on the valid split (beam
+    # GNMT length penalties to choose among by `valid_metric` on the valid split (beam
     # `beam_size`) before the test evaluation and the export; empty: `length_penalty`.
     length_penalty_choices: tuple = ()
     seed: int = 0
@@ -788,12 +788,14 @@ def choose_decoding(config, translator, valid):
     and the export; returns their results entries.
 
     The eager translator's source padding injection (`--source-padding-injection`):
-    "valid" picks the value with the best BLEU on the valid split's first
+    "valid" picks the value with the best `valid_metric` (BLEU, or chrF for the
+    families whose greedy BLEU is too low to rank by) on the valid split's first
     `valid_sentences` pairs (`evaluation.source_padding.choose_source_padding_injection`,
     the paper's choice on the development set) with the test evaluation's search, and
     the `translator` is retraced for the rules it ends with. Then the GNMT length
-    penalty, where `length_penalty_choices` are given: the one with the best BLEU on
-    the same pairs at beam `beam_size` (chrF breaks ties) becomes the translator's.
+    penalty, where `length_penalty_choices` are given: the one with the best
+    `valid_metric` on the same pairs at beam `beam_size` (the other metric breaks
+    ties) becomes the translator's.
     """
     results = _choose_source_padding_injection(config, translator, valid)
     results.update(_choose_length_penalty(config, translator, valid))
@@ -820,8 +822,9 @@ def _choose_source_padding_injection(config, translator, valid):
     started = time.monotonic()
     choice = choose_source_padding_injection(translator, pairs,
                                              beam_size=config.beam_size,
-                                             length_penalty=config.length_penalty)
-    print(f"source padding injection: {choice['chosen']} (best valid BLEU on "
+                                             length_penalty=config.length_penalty,
+                                             metric=config.valid_metric)
+    print(f"source padding injection: {choice['chosen']} (best valid {config.valid_metric} on "
           f"{len(pairs)} pairs of {sorted(choice['by_value'])})")
     return {"source_padding_injection": {**choice, "by": "valid", "valid_pairs": len(pairs),
                                          "seconds": round(time.monotonic() - started, 1)}}
@@ -843,13 +846,15 @@ def _choose_length_penalty(config, translator, valid):
     pairs = _valid_pairs_to_choose_on(config, valid, "--length-penalty-choices")
     started = time.monotonic()
     rows = search_grid(translator, pairs, [translator.beam_size], choices)
-    chosen = best_setting(rows)["length_penalty"]
+    metric = config.valid_metric
+    chosen = best_setting(rows, metric)["length_penalty"]
     translator.set_length_penalty(chosen)
-    print(f"length penalty: {chosen} (best valid BLEU on {len(pairs)} pairs at beam "
+    print(f"length penalty: {chosen} (best valid {metric} on {len(pairs)} pairs at beam "
           f"{translator.beam_size}: " + ", ".join(
-              f"{row['length_penalty']} -> {row['bleu']}" for row in rows) + ")")
+              f"{row['length_penalty']} -> {row[metric]}" for row in rows) + ")")
     return {"length_penalty_choice": {
-        "chosen": chosen, "by": "valid", "valid_pairs": len(pairs), "rows": rows,
+        "chosen": chosen, "by": "valid", "metric": metric, "valid_pairs": len(pairs),
+        "rows": rows,
         "seconds": round(time.monotonic() - started, 1)}}
 
 

@@ -473,11 +473,13 @@ def chosen_search(results):
 
     `results`: the cell's valid results, one per seed. A setting is a candidate
     only if every seed scored it (cells run before they kept their best 4 have no
-    mean), so each candidate's mean valid BLEU is over the same seeds; the highest
-    wins, then chrF, then the earlier in `GRIDS` and grid order (the cheaper).
+    mean), so each candidate's means are over the same seeds; the highest mean of
+    the cells' `valid_metric` (BLEU, or chrF for the RNN families) wins, the other
+    metric breaking ties, then the earlier in `GRIDS` and grid order (the cheaper).
     Returns the winner with every candidate's means."""
     if not results:
         raise ValueError("no valid results to choose a search from.")
+    metric = valid_metric_of(results)
     per_seed = []
     for result in results:
         per_seed.append({(weights, row["beam_size"], row["length_penalty"]): row
@@ -494,9 +496,19 @@ def chosen_search(results):
         means.append({"weights": weights, "beam_size": beam, "length_penalty": penalty,
                       **{metric: round(sum(row[metric] for row in rows) / len(rows), 3)
                          for metric in ("bleu", "chrf")}})
-    winner = best_setting(means)
-    return {**winner, "seeds": sorted(result["seed"] for result in results),
+    winner = best_setting(means, metric)
+    return {**winner, "metric": metric, "seeds": sorted(result["seed"] for result in results),
             "candidates": means}
+
+
+def valid_metric_of(results):
+    """The metric that `results` (one cell's, or one grid's) rank by on the valid
+    split: their runs' `valid_metric` (results before it was recorded: BLEU)."""
+    metrics = {(result.get("config") or {}).get("valid_metric", "bleu") for result in results}
+    if len(metrics) > 1:
+        raise ValueError(f"the results rank by different valid metrics {sorted(metrics)}: "
+                         "compare a family's cells under one.")
+    return metrics.pop()
 
 
 def score_test(cell, args):
@@ -540,7 +552,8 @@ def score_test(cell, args):
         average_checkpoints(model, [output_dir / "best" / f"step-{step}" for step in averaged])
     print(f"{cell}: the valid split chose the {choice['weights'].replace('_', ' ')} "
           f"checkpoint(s), beam {choice['beam_size']}, length penalty "
-          f"{choice['length_penalty']} (mean valid BLEU {choice['bleu']} over seeds "
+          f"{choice['length_penalty']} (mean valid {choice['metric']} "
+          f"{choice[choice['metric']]} over seeds "
           f"{choice['seeds']})")
     scores = workflow.evaluate(config, workflow.run_translator(config, model, tokenizer),
                                corpus.test, split="test")
@@ -585,8 +598,10 @@ def _best_search(result, key="valid_search_grid"):
     rows = result.get(key)
     if not rows:
         return "-"
-    best = best_setting(rows)
-    return f"{best['beam_size']} / {best['length_penalty']}: {best['bleu']:.2f}"
+    metric = valid_metric_of([result])
+    best = best_setting(rows, metric)
+    shown = "" if metric == "bleu" else f" {metric}"
+    return f"{best['beam_size']} / {best['length_penalty']}:{shown} {best[metric]:.2f}"
 
 
 def table_markdown(results):

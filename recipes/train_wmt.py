@@ -178,8 +178,9 @@ def parse_args(argv=None):
                       f"(default {RunConfig.valid_every}; 0: never, export the last weights)")
     stop.add_argument("--valid-metric", default=RunConfig.valid_metric,
                       choices=["bleu", "chrf"],
-                      help=f"sacreBLEU metric that ranks the evaluations "
-                           f"(default {RunConfig.valid_metric})")
+                      help=f"sacreBLEU metric that ranks the evaluations, and the "
+                           f"valid split's choices of length penalty and source padding "
+                           f"injection (default {RunConfig.valid_metric})")
     stop.add_argument("--patience", type=int, default=RunConfig.patience, metavar="K",
                       help="stop after K evaluations in a row without an improvement "
                            f"(default {RunConfig.patience}; 0: never stop early)")
@@ -198,8 +199,8 @@ def parse_args(argv=None):
     p.add_argument("--source-padding-injection", default=RunConfig.source_padding_injection,
                    metavar="model|valid|N",
                    help="eager_translator only: the decoding's source padding injection. "
-                        "model: the model's (default); valid: the best of 0..10 by BLEU "
-                        "on the valid split (--valid-sentences of it, the paper's "
+                        "model: the model's (default); valid: the best of 0..10 by "
+                        "--valid-metric on the valid split (--valid-sentences of it, the paper's "
                         "choice), set before the test evaluation and the export; N: N")
     p.add_argument("--seed", type=int, default=0)
     low = p.add_argument_group(

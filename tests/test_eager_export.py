@@ -202,15 +202,19 @@ def test_retrace_takes_the_models_new_decoding_rules(trained, tokenizer, sentenc
     assert translator.translate_texts(texts) == old
 
     # The dev choice sweeps N through one trace (N in a tf.Variable): each
-    # candidate must score what its own retraced search gave above.
+    # candidate must score what its own retraced search gave above. Ranked by
+    # chrF, the eager family's valid metric: the tiny model's outputs are too
+    # short for 4-gram BLEU to tell.
     choice = choose_source_padding_injection(translator, list(zip(texts, old)),
                                              candidates=(0, before),
-                                             beam_size=BEAM["beam_size"])
-    # chrF: the tiny model's outputs are too short for 4-gram BLEU to tell.
+                                             beam_size=BEAM["beam_size"], metric="chrf")
+    assert choice["metric"] == "chrf"
     assert choice["by_value"][before]["chrf"] == 100.0
     assert choice["by_value"][0]["chrf"] == corpus_scores(new, old)["chrf"] < 100.0
     assert choice["chosen"] == before == model.zoo_config["source_padding_injection"]
     assert translator.translate_texts(texts) == old
+    with pytest.raises(ValueError, match=r"metric must be one of \('bleu', 'chrf'\), got 'ter'"):
+        choose_source_padding_injection(translator, list(zip(texts, old)), metric="ter")
 
 
 FRESH_LOAD_SCRIPT = FRESH_PROCESS_PRELUDE + textwrap.dedent(r"""

@@ -267,17 +267,21 @@ def test_bad_early_stopping_flags_are_refused_before_any_work(corpus_files, tmp_
 
 
 
-def test_the_length_penalty_chosen_on_valid_is_the_test_evaluations(corpus_files, tmp_path):
+@pytest.mark.parametrize("metric, other", [("bleu", "chrf"), ("chrf", "bleu")])
+def test_the_length_penalty_chosen_on_valid_is_the_test_evaluations(corpus_files, tmp_path,
+                                                                    metric, other):
     """`--length-penalty-choices`: every choice searched on the valid split at the
-    run's beam, the best one's penalty then used by the test evaluation."""
+    run's beam, the best one's penalty by the run's `--valid-metric` then used by
+    the test evaluation."""
     results = workflow.training_run(run_config(
-        corpus_files, tmp_path / "run", "--beam-size", "2",
+        corpus_files, tmp_path / "run", "--beam-size", "2", "--valid-metric", metric,
         "--length-penalty-choices", "0.0,2.0", steps=2))
     choice = results["length_penalty_choice"]
+    assert choice["metric"] == metric
     assert [row["length_penalty"] for row in choice["rows"]] == [0.0, 2.0]
     assert {row["beam_size"] for row in choice["rows"]} == {2}
     assert choice["valid_pairs"] == 6 and choice["by"] == "valid"
-    best = max(choice["rows"], key=lambda row: (row["bleu"], row["chrf"]))
+    best = max(choice["rows"], key=lambda row: (row[metric], row[other]))
     assert choice["chosen"] == best["length_penalty"]
     assert results["length_penalty"] == choice["chosen"] and results["beam_size"] == 2
     assert results["test_pairs"] == 3

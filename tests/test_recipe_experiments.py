@@ -244,6 +244,22 @@ def test_the_search_is_chosen_by_its_mean_over_the_seeds_that_all_scored_it():
         RUNNER.chosen_search([{"seed": 0}])
 
 
+def test_a_family_ranked_by_chrf_chooses_its_search_by_chrf():
+    """The RNN families' cells rank by chrF (their greedy BLEU is noise), and so
+    does the choice of their search: here BLEU prefers beam 4, chrF beam 1."""
+    rows = [{"beam_size": 1, "length_penalty": 0.6, "bleu": 0.4, "chrf": 14.1},
+            {"beam_size": 4, "length_penalty": 0.6, "bleu": 0.5, "chrf": 13.2}]
+    ranked_by = {metric: {"seed": 0, "config": {"valid_metric": metric},
+                          "valid_search_grid": rows} for metric in ("bleu", "chrf")}
+    assert RUNNER.chosen_search([ranked_by["bleu"]])["beam_size"] == 4
+    choice = RUNNER.chosen_search([ranked_by["chrf"]])
+    assert (choice["metric"], choice["beam_size"], choice["chrf"]) == ("chrf", 1, 14.1)
+    assert RUNNER._best_search(ranked_by["chrf"]) == "1 / 0.6: chrf 14.10"
+    assert RUNNER._best_search(ranked_by["bleu"]) == "4 / 0.6: 0.50"
+    with pytest.raises(ValueError, match=r"different valid metrics \['bleu', 'chrf'\]"):
+        RUNNER.chosen_search([ranked_by["bleu"], {**ranked_by["chrf"], "seed": 1}])
+
+
 def fake_result(cell, bleu, chrf, change, seconds=600.0):
     return {"cell": cell, "change": change, "seed": 0, "steps_budget": 3000,
             "steps": 3000, "train_seconds": seconds,

@@ -62,6 +62,17 @@ def search_grid(translator, pairs, beam_sizes, length_penalties, log=None):
     return rows
 
 
-def best_setting(rows):
-    """The row of `search_grid` with the best BLEU (chrF breaks ties)."""
-    return max(rows, key=lambda row: (row["bleu"], row["chrf"]))
+VALID_METRICS = ("bleu", "chrf")
+
+
+def ranking_key(scores, metric="bleu"):
+    """What ranks a valid-split choice: `scores[metric]` ("bleu" or "chrf", the
+    run's `valid_metric`), the other metric breaking ties."""
+    if metric not in VALID_METRICS:
+        raise ValueError(f"metric must be one of {VALID_METRICS}, got {metric!r}.")
+    return tuple(scores[name] for name in sorted(VALID_METRICS, key=lambda m: m != metric))
+
+
+def best_setting(rows, metric="bleu"):
+    """The row of `search_grid` with the best `metric` (the other breaks ties)."""
+    return max(rows, key=lambda row: ranking_key(row, metric))

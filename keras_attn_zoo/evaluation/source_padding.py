@@ -10,6 +10,7 @@ from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.models.eager.processor import PAPER_BEAM_SIZE
 from keras_attn_zoo.models.eager.processor import eager_processor_for
 from keras_attn_zoo.evaluation.scores import corpus_scores
+from keras_attn_zoo.evaluation.scores import ranking_key
 from keras_attn_zoo.inference.translator import Translator
 
 # SPI values `choose_source_padding_injection` tries by default: none up to
@@ -21,12 +22,13 @@ SOURCE_PADDING_INJECTION_CANDIDATES = tuple(range(0, 11))
 def choose_source_padding_injection(translator, dev_pairs, *,
                                     candidates=SOURCE_PADDING_INJECTION_CANDIDATES,
                                     beam_size=PAPER_BEAM_SIZE,
-                                    length_penalty=DEFAULT_LENGTH_PENALTY):
-    """Picks the source padding injection N with the best dev BLEU, as the paper
+                                    length_penalty=DEFAULT_LENGTH_PENALTY, metric="bleu"):
+    """Picks the source padding injection N with the best dev `metric`, as the paper
     does ("the padding limit, source padding injection value, and beam size
     ... are the ones that perform best on the development set"), and sets it
     on the translator's model (``set_decoding``), so that evaluation and export
-    use it.
+    use it. `metric` is the run's `valid_metric` ("bleu", or "chrf" where greedy BLEU
+    is too low to rank by); the other one breaks ties.
 
     Each candidate decodes ``dev_pairs`` through ``translator`` (the run's one
     inference object). The sweep traces its search once: the rules read N from
@@ -41,14 +43,17 @@ def choose_source_padding_injection(translator, dev_pairs, *,
         candidates: the N values tried.
         beam_size: the search's beam.
         length_penalty: the search's length penalty.
+        metric: what ranks the candidates, "bleu" or "chrf".
 
     Returns:
-        ``{"chosen": N, "by_value": {N: {"bleu", "chrf", "length_ratio"}}}``,
+        ``{"chosen": N, "metric": metric, "by_value": {N: {"bleu", "chrf",
+        "length_ratio"}}}``,
         ``length_ratio`` being hypothesis words over reference words
         (whitespace-split).
     """
     if not dev_pairs:
         raise ValueError("choose_source_padding_injection needs development pairs.")
+    ranking_key({"bleu": 0, "chrf": 0}, metric)  # an unknown metric: before any decoding
     model = translator.model
     candidates = sorted(set(int(n) for n in candidates))
     if not candidates or candidates[0] < 0:
@@ -74,7 +79,7 @@ def choose_source_padding_injection(translator, dev_pairs, *,
     except BaseException:
         translator.retrace()  # back to the model's own rules, unchanged
         raise
-    chosen = max(candidates, key=lambda n: (by_value[n]["bleu"], by_value[n]["chrf"], -n))
+    chosen = max(candidates, key=lambda n: (*ranking_key(by_value[n], metric), -n))
     model.set_decoding(source_padding_injection=chosen)
     translator.retrace()
-    return {"chosen": chosen, "by_value": by_value}
+    return {"chosen": chosen, "metric": metric, "by_value": by_value}

@@ -38,11 +38,11 @@ import numpy as np
 import tensorflow as tf
 
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
+from keras_attn_zoo.evaluation.scores import VALID_METRICS as METRICS
 from keras_attn_zoo.training.callbacks import DevTranslationMonitor
 from keras_attn_zoo.files import write_atomically
 from keras_attn_zoo.optimizers import plateau_schedule
 
-METRICS = ("bleu", "chrf")
 STATE_FILE = "early_stopping.json"
 BEST_DIRECTORY = "best"
 
