@@ -614,7 +614,7 @@ def table_markdown(results):
                 for r in results if r["cell"] == "default"}
     lines = ["| cell | change | steps | best step | stopped | train min | train tok/s "
              "| matmul GFLOP/s | dev BLEU | dev chrF | Δ BLEU vs default "
-             "| best search on dev (beam / penalty: BLEU) "
+             "| best search on dev (beam / penalty: BLEU, or chrF where the cell ranks by it) "
              f"| mean of the {AVERAGED_BEST} best: best search on dev |",
              "|---|---|---:|---:|---|---:|---:|---:|---:|---:|---:|---|---|"]
     for r in results:
