@@ -65,11 +65,17 @@ def search_grid(translator, pairs, beam_sizes, length_penalties, log=None):
 VALID_METRICS = ("bleu", "chrf")
 
 
+def check_valid_metric(metric):
+    """`metric` if it can rank a valid-split choice, else a ValueError naming it."""
+    if metric not in VALID_METRICS:
+        raise ValueError(f"metric must be one of {VALID_METRICS}, got {metric!r}.")
+    return metric
+
+
 def ranking_key(scores, metric="bleu"):
     """What ranks a valid-split choice: `scores[metric]` ("bleu" or "chrf", the
     run's `valid_metric`), the other metric breaking ties."""
-    if metric not in VALID_METRICS:
-        raise ValueError(f"metric must be one of {VALID_METRICS}, got {metric!r}.")
+    check_valid_metric(metric)
     return tuple(scores[name] for name in sorted(VALID_METRICS, key=lambda m: m != metric))
 
 

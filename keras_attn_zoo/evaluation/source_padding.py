@@ -10,6 +10,7 @@ from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.models.eager.processor import PAPER_BEAM_SIZE
 from keras_attn_zoo.models.eager.processor import eager_processor_for
 from keras_attn_zoo.evaluation.scores import corpus_scores
+from keras_attn_zoo.evaluation.scores import check_valid_metric
 from keras_attn_zoo.evaluation.scores import ranking_key
 from keras_attn_zoo.inference.translator import Translator
 
@@ -53,7 +54,7 @@ def choose_source_padding_injection(translator, dev_pairs, *,
     """
     if not dev_pairs:
         raise ValueError("choose_source_padding_injection needs development pairs.")
-    ranking_key({"bleu": 0, "chrf": 0}, metric)  # an unknown metric: before any decoding
+    check_valid_metric(metric)  # before any decoding
     model = translator.model
     candidates = sorted(set(int(n) for n in candidates))
     if not candidates or candidates[0] < 0:

@@ -39,6 +39,7 @@ import tensorflow as tf
 
 from keras_attn_zoo.decoding import DEFAULT_LENGTH_PENALTY
 from keras_attn_zoo.evaluation.scores import VALID_METRICS as METRICS
+from keras_attn_zoo.evaluation.scores import check_valid_metric
 from keras_attn_zoo.training.callbacks import DevTranslationMonitor
 from keras_attn_zoo.files import write_atomically
 from keras_attn_zoo.optimizers import plateau_schedule
@@ -115,8 +116,7 @@ class EarlyStopping(DevTranslationMonitor):
     def __init__(self, model, tokenizer, pairs, run_dir, every=500, metric="bleu",
                  patience=4, min_improvement=0.0, max_sentences=None, beam_size=1,
                  length_penalty=DEFAULT_LENGTH_PENALTY, keep_best=1, translator=None):
-        if metric not in METRICS:
-            raise ValueError(f"metric must be one of {METRICS}, got {metric!r}.")
+        check_valid_metric(metric)
         if every < 1:
             raise ValueError(f"every must be >= 1 step, got {every}.")
         if patience < 0 or keep_best < 1:
