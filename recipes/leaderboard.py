@@ -359,8 +359,9 @@ def record_partial_cells(args):
                       "note": args.note, **so_far, "machine": machine}
             path = write_run_so_far(args.results_dir / "partial", f"{model}-seed{seed}", record)
             best = so_far["best_so_far"]
-            print(f"{model} seed {seed}: step {last}, best greedy valid BLEU {best['bleu']} "
-                  f"at {best['step']} -> {path}")
+            print(f"{model} seed {seed}: step {last}, best at {best['step']} by "
+                  f"{best['metric']} (greedy valid BLEU {best['bleu']}, chrF {best['chrf']}) "
+                  f"-> {path}")
 
 
 def command_line():

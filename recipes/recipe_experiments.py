@@ -455,8 +455,8 @@ def record_partial(cell, args, machine):
     }
     partial_dir = pathlib.Path(args.results_dir) / "partial"
     path = write_run_so_far(partial_dir, f"{cell}-seed{args.seed}", record)
-    print(f"{cell}: step {curve[-1]['step']}, best greedy valid BLEU {best['bleu']} at "
-          f"{best['step']} -> {path}")
+    print(f"{cell}: step {curve[-1]['step']}, best at {best['step']} by {best['metric']} "
+          f"(greedy valid BLEU {best['bleu']}, chrF {best['chrf']}) -> {path}")
     return path
 
 

@@ -412,10 +412,17 @@ def test_partial_records_the_unfinished_cells_curves_only(tmp_path, monkeypatch)
     record = json.loads(path.read_text())
     assert record["curve"] == curve and record["status"].startswith("not finished at step 1500")
     # The best so far: the earlier step of a tie.
-    assert record["best_so_far"] == {"step": 1000, "bleu": 3.25, "chrf": 18.5}
+    assert record["best_so_far"] == {"metric": "bleu", "step": 1000, "bleu": 3.25, "chrf": 18.5}
     assert record["training_seconds_at_last_checkpoint"] == 720.5
     assert record["training_loss_logged"] == []  # no TensorBoard log in this run
     assert record["training_probes"] == {"source_use": probe}
+    # A run that stops on chrF (the RNN families) has its best by chrF.
+    from keras_attn_zoo.training.curve import run_so_far
+
+    (runs / "transformer" / "seed0" / "early_stopping.json").write_text(
+        json.dumps({"metric": "chrf", "evaluations": curve}))
+    assert run_so_far(runs / "transformer" / "seed0")["best_so_far"] == {
+        "metric": "chrf", "step": 1500, "bleu": 3.25, "chrf": 19.0}
     assert record["early_stopping_state"] is None and record["note"] == "one thread"
     assert record["recipe"] == "low-resource" and "--seeds 0" in record["command"]
     assert record["command"].endswith("--protocol converge --steps 24000 --cap-minutes 240")

@@ -156,7 +156,8 @@ def test_partial_records_an_unfinished_cells_curve_from_its_run_directory(one_ce
     curve = [json.loads(line) for line in (finished / "curve.jsonl").read_text().splitlines()]
     assert record["curve"] == curve and len(curve) == 5
     best = max(curve, key=lambda point: (point["bleu"], -point["step"]))
-    assert record["best_so_far"] == {key: best[key] for key in ("step", "bleu", "chrf")}
+    assert record["best_so_far"] == {"metric": "bleu",
+                                     **{key: best[key] for key in ("step", "bleu", "chrf")}}
     assert record["early_stopping_state"] == json.loads(
         (finished / "early_stopping.json").read_text())
     assert record["status"].startswith("not converged at step 5: unfinished")

@@ -135,10 +135,13 @@ def run_so_far(run_dir):
         raise ValueError(f"{run_dir} holds no valid curve: the run has not been evaluated "
                          "yet on this machine, or its run directory is elsewhere.")
     state_path = run_dir / "early_stopping.json"
-    best = max(curve, key=lambda point: (point["bleu"], -point["step"]))
-    return {"best_so_far": {key: best[key] for key in ("step", "bleu", "chrf")},
-            "early_stopping_state": (json.loads(state_path.read_text())
-                                     if state_path.exists() else None),
+    state = json.loads(state_path.read_text()) if state_path.exists() else None
+    # Early stopping's own ranking (an RNN-family run stops on chrF).
+    metric = (state or {}).get("metric", "bleu")
+    best = max(curve, key=lambda point: (point[metric], -point["step"]))
+    return {"best_so_far": {"metric": metric,
+                            **{key: best[key] for key in ("step", "bleu", "chrf")}},
+            "early_stopping_state": state,
             "curve": curve,
             "training_seconds_at_last_checkpoint": round(clock_seconds(run_dir), 1),
             "training_loss_logged": logged_training_loss(run_dir / "logs"),
