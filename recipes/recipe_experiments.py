@@ -333,8 +333,7 @@ def train_and_score_valid(config):
     record["valid"] = scores
     record["valid_search_grid"] = search_grid(
         translator, corpus.valid, **SEARCH_GRID,
-        log=lambda row: print(f"  valid, beam {row['beam_size']} / length penalty "
-                              f"{row['length_penalty']}: BLEU {row['bleu']}", flush=True))
+        log=search_logger("valid"))
     if stopper is not None and not config.average_checkpoints:
         record.update(score_mean_of_best(stopper, model, translator, corpus.valid))
     record["learning_curve"] = read_curve(output_dir / "curve.jsonl")
@@ -342,6 +341,13 @@ def train_and_score_valid(config):
     record["load_average_at_end"] = common.load_average()
     record["wall_seconds"] = round(time.monotonic() - started, 1)
     return workflow.export(config, translator, record)
+
+
+def search_logger(what):
+    """A `search_grid` log that prints each search's BLEU and chrF (a run may rank by either)."""
+    return lambda row: print(
+        f"  {what}, beam {row['beam_size']} / length penalty {row['length_penalty']}: "
+        f"BLEU {row['bleu']}, chrF {row['chrf']}", flush=True)
 
 
 def score_mean_of_best(stopper, model, translator, valid):
@@ -355,9 +361,7 @@ def score_mean_of_best(stopper, model, translator, valid):
     steps = stopper.restore_best(model, AVERAGED_BEST)
     rows = search_grid(
         translator, valid, **SEARCH_GRID,
-        log=lambda row: print(f"  valid, mean of the {AVERAGED_BEST} best, beam "
-                              f"{row['beam_size']} / length penalty "
-                              f"{row['length_penalty']}: BLEU {row['bleu']}", flush=True))
+        log=search_logger(f"valid, mean of the {AVERAGED_BEST} best"))
     stopper.restore_best(model, 1)
     return {"valid_search_grid_mean_of_best": rows, "mean_of_best_steps": steps}
 
