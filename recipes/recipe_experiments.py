@@ -147,6 +147,8 @@ CELLS = {
     "eager-paper": workflow.RECIPES["eager-paper"],
     # RNNsearch's own optimisation (train_wmt --recipe rnnsearch-paper).
     "rnnsearch-paper": workflow.RECIPES["rnnsearch-paper"],
+    # RNNsearch regularised for this corpus size (train_wmt --recipe rnnsearch-low-resource).
+    "rnnsearch-low-resource": workflow.RECIPES["rnnsearch-low-resource"],
     "attention+activation-dropout-0.1": {
         "model_options": "attention_dropout=0.1;activation_dropout=0.1"},
     "label-smoothing-0.2": {"label_smoothing": 0.2},

@@ -460,3 +460,45 @@ def test_server_load_refuses_a_url_without_a_model_and_flags_that_need_one(capsy
             server_load.main(argv)
         assert raised.value.code == 2
         assert message in capsys.readouterr().err
+
+
+def test_fit_gap_is_the_token_weighted_fit_of_any_batching(tiny_parallel_corpus,
+                                                          tiny_tokenizer):
+    """`fit_gap.teacher_forced_fit` counts each real target token once: the same
+    pairs batched together or one by one give the same loss and accuracy (padding
+    adds nothing), and the loss is the unsmoothed cross-entropy."""
+    import numpy as np
+
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import fit_gap
+    from keras_attn_zoo.models import bahdanau_rnn
+
+    model = bahdanau_rnn(int(tiny_tokenizer.vocabulary_size()), preset="tiny")
+    pairs = tiny_parallel_corpus[:24]
+    together = fit_gap.teacher_forced_fit(model, tiny_tokenizer, pairs, batch_tokens=400)
+    singles = [fit_gap.teacher_forced_fit(model, tiny_tokenizer, [pair], batch_tokens=400)
+               for pair in pairs]
+    tokens = np.array([row["tokens"] for row in singles], float)
+    assert together["tokens"] == tokens.sum()
+    loss = np.dot(tokens, [row["loss"] for row in singles]) / tokens.sum()
+    accuracy = np.dot(tokens, [row["accuracy"] for row in singles]) / tokens.sum()
+    assert together["loss"] == pytest.approx(loss, abs=2e-3)
+    assert together["accuracy"] == pytest.approx(accuracy, abs=2e-3)
+    # An untrained model is near the uniform loss, log V, and no pair is empty.
+    assert together["loss"] == pytest.approx(np.log(tiny_tokenizer.vocabulary_size()), rel=0.2)
+    with pytest.raises(ValueError, match="no pair fits"):
+        fit_gap.teacher_forced_fit(model, tiny_tokenizer, [])
+
+
+def test_fit_gap_refuses_an_eager_run_and_an_unfinished_one(tmp_path):
+    sys.path.insert(0, str(REPO / "benchmarks"))
+    import fit_gap
+
+    with pytest.raises(SystemExit, match="lacks"):
+        fit_gap.measure(tmp_path)
+    for name in ("model.keras", "vocab.model"):
+        (tmp_path / name).write_bytes(b"")
+    (tmp_path / "run_identity.json").write_text(json.dumps(
+        {"model": "eager_translator", "aligned_batching": True}))
+    with pytest.raises(SystemExit, match="aligned stream"):
+        fit_gap.measure(tmp_path)

@@ -580,7 +580,8 @@ def test_a_cell_adopts_the_grid_run_of_its_settings_and_trains_no_step(tmp_path)
 
 
 @pytest.mark.parametrize("model, family, base, grid", [
-    ("RNNsearch", "rnnsearch", ["model=bahdanau_rnn", "valid_metric=chrf"], ["rnnsearch-paper"]),
+    ("RNNsearch", "rnnsearch", ["model=bahdanau_rnn", "valid_metric=chrf"],
+     ["rnnsearch-paper", "rnnsearch-low-resource"]),
     ("eager", "eager", ["model=eager_translator", "aligned_batching=true", "valid_metric=chrf"],
      ["eager-paper"]),
 ])
