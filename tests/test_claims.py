@@ -490,6 +490,18 @@ def test_probe_based_claims():
         "verdict"] == NOT_CONFIRMED
 
 
+@pytest.mark.parametrize("gates, expected", [
+    ([0.2, 0.6], CONFIRMED), ([0.7, 0.3], NOT_CONFIRMED),
+    # The first converged GMM cell: the lowest layer's gate never left its 0.5.
+    ([0.4997, 0.6016], INCONCLUSIVE),
+    ([0.42, 0.44], INCONCLUSIVE), ([0.52, 0.51], NOT_CONFIRMED)])
+def test_gmm_gate_claim_needs_a_margin_from_the_unmoved_gate(gates, expected):
+    cells = [_cell("transformer", s) for s in range(3)]
+    cells += [_cell("GMM", s, probes={"gmm_gate_per_layer": gates}) for s in range(3)]
+    row = _row(claims.claim_verdicts(cells), "Bottom decoder layers")
+    assert row["verdict"] == expected
+
+
 @pytest.mark.parametrize("difference, p_better, p_worse, expected", [
     (1.5, 0.01, 0.99, CONFIRMED), (1.5, 0.2, 0.8, INCONCLUSIVE),
     (-1.0, 0.99, 0.01, NOT_CONFIRMED), (0.3, 0.01, 0.99, INCONCLUSIVE)])
