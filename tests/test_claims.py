@@ -492,7 +492,7 @@ def test_probe_based_claims():
 
 @pytest.mark.parametrize("gates, expected", [
     ([0.2, 0.6], CONFIRMED), ([0.7, 0.3], NOT_CONFIRMED),
-    # The first converged GMM cell: the lowest layer's gate never left its 0.5.
+    # The first converged GMM cell: the lowest layer's mean gate is an unmoved gate's 0.5.
     ([0.4997, 0.6016], INCONCLUSIVE),
     ([0.42, 0.44], INCONCLUSIVE), ([0.52, 0.51], NOT_CONFIRMED)])
 def test_gmm_gate_claim_needs_a_margin_from_the_unmoved_gate(gates, expected):

@@ -24,9 +24,9 @@ Thresholds and where they come from:
   below the mean of the layers above; against when neither holds even without
   the margin (the lowest layer at or above 0.5 and no higher than the layers
   above); undecided else. The margin is there because a gate that never moved
-  sits at 0.5 (the sigmoid of a zero-mean start): the first converged GMM cell's
-  lowest layer averaged 0.4997, which without it counted as leaning on
-  dot-product attention.
+  averages 0.5 (the sigmoid of a zero-mean start): the first converged GMM
+  cell's lowest layer averaged 0.4997 (its weights had trained), which without
+  it counted as leaning on dot-product attention.
 * GMM alignment (Table 7: AER 48.21 against 53.79): the same attention AER,
   penultimate layer, heads averaged, as in the paper; for at >= `AER_MARGIN`
   below the Transformer's, against when not below.
