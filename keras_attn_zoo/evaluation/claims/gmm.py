@@ -161,7 +161,7 @@ def gate_check(cells):
                    f"{GATE_MIDPOINT}), the Gaussian share is larger higher up; a seed "
                    f"counts when the lowest layer's g is at least {GATE_MARGIN} below "
                    f"{GATE_MIDPOINT} and the layers above at least {GATE_MARGIN} higher "
-                   f"(a gate that never moved sits at {GATE_MIDPOINT}).")
+                   f"(a gate that never moved averages {GATE_MIDPOINT}).")
     numbers = {"seeds": [s for s, _ in rows], "gate_per_layer": per_layer,
                "lowest_layer": rounded(bottoms), "layers_above": rounded(uppers)}
     return measurement, numbers, majority_verdict(outcomes)
