@@ -204,11 +204,13 @@ class RunConfig:
     # Early stopping on the valid split (`training.early_stopping`): evaluate
     # every `valid_every` steps (0: never; then the last weights are exported),
     # stop after `patience` evaluations without an improvement of
-    # `min_improvement` (0: never stop), evaluate and export the best weights.
+    # `min_improvement` (0: never stop), but not before step `min_steps`;
+    # evaluate and export the best weights.
     valid_every: int = 500
     valid_metric: str = "bleu"
     patience: int = 4
     min_improvement: float = 0.0
+    min_steps: int = 0
     valid_sentences: Optional[int] = None  # the first N valid pairs; None: all
     valid_beam_size: int = 1
     # The paper's aligned stream, for a model that carries a training state
@@ -360,9 +362,10 @@ def check_run_options(config):
                          "trained weights by an average; choose one.")
     if config.clip_norm is not None and not config.clip_norm > 0:
         raise SystemExit(f"--clip-norm must be > 0, got {config.clip_norm}.")
-    if config.valid_every < 0 or config.patience < 0:
-        raise SystemExit(f"--valid-every and --patience must be >= 0 (0: off), got "
-                         f"{config.valid_every} and {config.patience}.")
+    if config.valid_every < 0 or config.patience < 0 or config.min_steps < 0:
+        raise SystemExit(f"--valid-every, --patience and --min-steps must be >= 0 (0: off), "
+                         f"got {config.valid_every}, {config.patience} and "
+                         f"{config.min_steps}.")
     injection = str(config.source_padding_injection)
     if injection not in ("model", "valid") and not (injection.isdigit()):
         raise SystemExit(f"--source-padding-injection must be model, valid or a number "
@@ -661,8 +664,9 @@ def early_stopping(config, model, tokenizer, valid, translator=None, keep_best=N
     return EarlyStopping(
         model, tokenizer, valid, config.paths[0], every=config.valid_every,
         metric=config.valid_metric, patience=config.patience,
-        min_improvement=config.min_improvement, max_sentences=config.valid_sentences,
-        beam_size=config.valid_beam_size, length_penalty=config.length_penalty,
+        min_improvement=config.min_improvement, min_steps=config.min_steps,
+        max_sentences=config.valid_sentences, beam_size=config.valid_beam_size,
+        length_penalty=config.length_penalty,
         keep_best=max(1, config.average_checkpoints, keep_best or 0), translator=translator)
 
 

@@ -17,8 +17,9 @@ trains to convergence with early stopping on the valid split (train_wmt's
 ``--valid-every``/``--patience``/``--valid-metric``, greedy on every valid sentence;
 the best checkpoint is scored), under the same cap for every model in steps
 (``--steps``, default 24000) and in training wall time (``--cap-minutes``, default
-240). The cell records why it stopped (``stop_reason``: converged, max_steps or
-time_budget) and its ``best_step``; a cell stopped at a cap is reported "untested:
+240), and not before a floor of a quarter of the step cap (train_wmt's
+``--min-steps``; 6,000 of 24,000). The cell records why it stopped (``stop_reason``:
+converged, max_steps or time_budget) and its ``best_step``; a cell stopped at a cap is reported "untested:
 not converged" by the claims (`claims.engine`). ``fixed``: the committed 2,000-step
 table's protocol (``--steps`` steps, or ``--budget-minutes``, the last weights, no
 early stopping). Then the cell
@@ -300,13 +301,14 @@ def cell_config(args, model, seed):
     from keras_attn_zoo.leaderboard.cells import cell_dir
     from keras_attn_zoo.models import LEADERBOARD_MODELS
     from keras_attn_zoo.models import format_model_options
+    from keras_attn_zoo.training.early_stopping import table_min_steps
     from keras_attn_zoo.workflow import join_model_options
 
     builder, options = LEADERBOARD_MODELS[model]
     model_options = join_model_options(format_model_options(options), args.model_options)
     if args.protocol == "converge":  # both caps: whichever comes first stops the cell
         budget = ["--max-steps", str(args.steps), "--time-budget-minutes",
-                  str(args.cap_minutes)]
+                  str(args.cap_minutes), "--min-steps", str(table_min_steps(args.steps))]
     else:
         budget = (["--max-steps", str(args.steps)] if args.steps is not None
                   else ["--time-budget-minutes", str(args.budget_minutes)])

@@ -6,7 +6,9 @@ defaults (the `small` Transformer on Ding de->en, the preset's learning-rate
 schedule). Every cell trains to convergence: early stopping on the valid
 split (the recipe's `--valid-every`, `--patience`, greedy search on every
 valid sentence), capped at `--steps` steps for every cell (steps, not minutes,
-so a loaded machine changes the wall time, not the result). A cell that
+so a loaded machine changes the wall time, not the result), and not stopped
+before a quarter of the cap (the leaderboard's floor, `--min-steps`; a cell or
+`--base` may set its own `min_steps`). A cell that
 reaches the cap before its patience runs out is recorded as not converged
 (`converged: false`, `stop_reason: max_steps`). The best checkpoint is then
 scored on the whole valid split with the recipe's search (beam 4, length
@@ -74,6 +76,7 @@ from keras_attn_zoo.training.curve import remaining_cap_minutes  # noqa: E402
 from keras_attn_zoo.training.curve import run_so_far  # noqa: E402
 from keras_attn_zoo.training.curve import training_probes  # noqa: E402
 from keras_attn_zoo.training.curve import write_run_so_far  # noqa: E402
+from keras_attn_zoo.training.early_stopping import table_min_steps  # noqa: E402
 from keras_attn_zoo.evaluation.scores import best_setting  # noqa: E402
 from keras_attn_zoo.evaluation.scores import search_grid  # noqa: E402
 from keras_attn_zoo.files import write_atomically  # noqa: E402
@@ -261,6 +264,7 @@ def cell_config(cell, overrides, base, steps, seed, runs_dir, keep_test=False,
     name = run_id(cell, seed, steps, cap_minutes)
     output_dir = pathlib.Path(runs_dir) / name
     budget = None if cap_minutes is None else remaining_cap_minutes(output_dir, cap_minutes)
+    merged.setdefault("min_steps", table_min_steps(steps))
     config = dataclasses.replace(
         config, **merged, max_steps=steps, epochs=None, time_budget_minutes=budget,
         seed=seed, name=name, output_dir=str(output_dir), no_export=True, eval_limit=None)

@@ -75,7 +75,7 @@ FIRST_WORD_ID = EOS_ID + 1
 SCREENED_FIELDS = ("model", "preset", "model_options", "batch_tokens", "max_length",
                    "vocab_size", "learning_rate", "warmup_steps", "label_smoothing",
                    "word_dropout", "valid_every", "valid_metric", "patience",
-                   "min_improvement", "max_steps", "seed")
+                   "min_improvement", "min_steps", "max_steps", "seed")
 VALID_BATCH_ROWS = 200
 # Every batch is padded to one of these lengths (and all to one row count):
 # each new shape costs an XLA compilation of the step, tens of seconds.
@@ -430,7 +430,8 @@ def score(data_dir, out_dir, write):
             curve.append({"step": int(step), "bleu": round(scores["bleu"], 2),
                           "chrf": round(scores["chrf"], 2)})
         stopped, converged = truncate_at_convergence(
-            curve, cell["valid_metric"], cell["patience"], cell["min_improvement"])
+            curve, cell["valid_metric"], cell["patience"], cell["min_improvement"],
+            cell.get("min_steps", 0))
         best = max(stopped, key=lambda e: (e[cell["valid_metric"]], -e["step"]))
         rows[name] = {"cell": name, "changes": cell.get("changes", "?"),
                       "converged": converged, "stop_step": stopped[-1]["step"],

@@ -189,6 +189,9 @@ def parse_args(argv=None):
     stop.add_argument("--min-improvement", type=float, default=RunConfig.min_improvement,
                       help="the improvement that resets the patience (default "
                            f"{RunConfig.min_improvement})")
+    stop.add_argument("--min-steps", type=int, default=RunConfig.min_steps, metavar="N",
+                      help="the patience cannot stop the run before step N (default "
+                           f"{RunConfig.min_steps}: no floor)")
     stop.add_argument("--valid-sentences", type=int, default=RunConfig.valid_sentences,
                       metavar="N", help="evaluate the first N valid pairs (default: all)")
     stop.add_argument("--valid-beam-size", type=int, default=RunConfig.valid_beam_size,

@@ -181,6 +181,28 @@ def test_a_resumed_plateau_run_keeps_its_patience_and_averages_its_best_checkpoi
     assert third["evaluated_steps"] == second["evaluated_steps"]
 
 
+def test_a_floor_keeps_the_patience_from_stopping_a_run_early(corpus_files,
+                                                               plateau_first_run, tmp_path):
+    """`--min-steps`: the 4-step run's evaluations at 2 and 4 already use up a
+    patience of 1, so resumed without a floor it stops before any step; with a
+    floor of 8 it trains on, evaluates at 6 and 8, and stops at the floor, the
+    best checkpoint still chosen among all four evaluations."""
+    run_dir = tmp_path / "run"
+    shutil.copytree(plateau_first_run[0], run_dir)
+    floored = workflow.training_run(run_config(corpus_files, run_dir, "--patience", "1",
+                                               "--min-steps", "8", steps=40))
+    assert floored["resumed_from_step"] == 4
+    assert floored["stop_reason"] == "converged" and floored["steps"] == 8
+    assert [e["step"] for e in floored["valid_curve"]] == [2, 4, 6, 8]
+    assert floored["best_step"] == ranked_steps(floored["valid_curve"])[0]
+    assert floored["early_stopping"]["min_steps"] == 8
+    assert json.loads((run_dir / "early_stopping.json").read_text())["min_steps"] == 8
+    # The same directory without the floor: converged, it trains nothing more.
+    again = workflow.training_run(run_config(corpus_files, run_dir, "--patience", "1",
+                                             steps=40))
+    assert again["steps"] == 8 and again["stop_reason"] == "converged"
+
+
 class ResumingTrainer:
     """What `EarlyStopping.on_train_start` uses of a `Trainer`: `request_stop`, and
     `optimizer` (a plateau schedule's halvings; none here)."""
@@ -255,8 +277,9 @@ def test_a_run_without_a_valid_split_says_it_exports_the_last_weights(run_withou
 
 
 @pytest.mark.parametrize("flags, message", [
-    (["--valid-every", "-1"], "--valid-every and --patience must be >= 0"),
-    (["--patience", "-2"], "--valid-every and --patience must be >= 0"),
+    (["--valid-every", "-1"], "--valid-every, --patience and --min-steps must be >= 0"),
+    (["--patience", "-2"], "--valid-every, --patience and --min-steps must be >= 0"),
+    (["--min-steps", "-1"], "--valid-every, --patience and --min-steps must be >= 0"),
     (["--valid-sentences", "0"], "--valid-sentences must be >= 1"),
 ])
 def test_bad_early_stopping_flags_are_refused_before_any_work(corpus_files, tmp_path, flags,

@@ -624,6 +624,43 @@ def test_each_cell_of_a_family_grid_is_the_table_cell_of_that_recipe(
         "default", "default", grid_base(base[:-1]))
 
 
+def test_a_grid_run_from_before_the_floor_is_the_cell_only_where_the_floor_did_not_matter(
+        tmp_path, monkeypatch):
+    """A grid run recorded before `min_steps` existed (no floor) can be the
+    table's cell, whose floor is 6,000 steps, when its curve stopped by the
+    cell's rule ends where the run ended: converged at 6,500, or at a cap
+    without converging. One that converged at 2,500 would have trained on."""
+    import dataclasses
+
+    from keras_attn_zoo.leaderboard.cells import adoption_differences
+    from keras_attn_zoo.workflow import run_identity
+    from tests.conftest import load_recipe
+
+    monkeypatch.syspath_prepend(str(REPO / "recipes"))
+    leaderboard, experiments = load_recipe("leaderboard"), load_recipe("recipe_experiments")
+    base = experiments.parse_args(["--base", "model=eager_translator", "--base",
+                                   "aligned_batching=true", "--base", "valid_metric=chrf",
+                                   "--steps", "24000", "--cap-minutes", "240"]).base
+    trained = experiments.cell_config("default", {}, base, 24000, 0, tmp_path,
+                                      cap_minutes=240)
+    table = leaderboard.cell_config(leaderboard.parse_args([]), "eager", 0)
+    assert trained.min_steps == table.min_steps == 6000
+    before_the_floor = {key: value for key, value in dataclasses.asdict(trained).items()
+                        if key != "min_steps"}
+
+    def differences(chrf, stop_reason):
+        curve = [{"step": 500 * (i + 1), "bleu": 0.1, "chrf": c} for i, c in enumerate(chrf)]
+        run = {"valid_curve": curve, "stop_reason": stop_reason}
+        return adoption_differences(before_the_floor, run_identity(trained), table, run)
+
+    rise_then_plateau = [7.69, 6.77, 9.82, 10.5, 11.0, 11.5, 11.9, 12.0, 12.21,
+                         12.0, 11.9, 12.1, 12.2]  # best at 4,500, stop at 6,500
+    assert differences(rise_then_plateau, "converged") == []
+    assert differences(rise_then_plateau[:9], "time_budget") == []
+    early = [6.93, 6.61, 6.08, 6.29, 5.76]  # stopped at 2,500 without a floor
+    assert differences(early, "converged") == ["min_steps 0 there, 6000 here"]
+
+
 def test_a_grid_run_that_cannot_be_the_cell_is_refused_before_any_copy(tmp_path, monkeypatch):
     from keras_attn_zoo.leaderboard import adopt_run
     from tests.conftest import load_recipe

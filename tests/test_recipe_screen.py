@@ -95,3 +95,8 @@ def test_truncating_a_capped_curve_gives_the_early_stopped_run():
     # an improvement smaller than min_improvement counts against patience
     small = [{"step": s, "bleu": 3.0 + 0.01 * s / 500} for s in range(500, 3500, 500)]
     assert truncate_at_convergence(small, "bleu", 4, min_improvement=0.05)[1]
+    # A floor delays the stop: the run trains on to step 4,000 and sees the 5.0
+    # and the 6.0; a floor the stop is already past changes nothing.
+    floored, converged = truncate_at_convergence(curve, "bleu", 4, min_steps=4000)
+    assert not converged and floored == curve
+    assert truncate_at_convergence(curve, "bleu", 4, min_steps=3500) == (stopped, True)

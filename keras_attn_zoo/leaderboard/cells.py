@@ -206,22 +206,47 @@ def _as_json(value):
     return json.loads(json.dumps(value, sort_keys=True))
 
 
-def adoption_differences(recorded_config, recorded_identity, config):
+def adoption_differences(recorded_config, recorded_identity, config, recorded_run=None):
     """What keeps a run of `recorded_config` (a grid result's `config`) and
     `recorded_identity` (its `run_identity.json`) from being `config`'s training:
     "field X there, Y here" for each setting outside `ADOPTION_FREE_FIELDS` and
-    each identity field that differ (none: the same run)."""
+    each identity field that differ (none: the same run).
+
+    The early-stopping floor (`min_steps`; a run from before it existed had
+    none) may differ when `recorded_run` (the grid result) shows it did not
+    matter: its valid curve, stopped by `config`'s rule, ends where the run
+    ended, and for the same reason."""
     from keras_attn_zoo.workflow import run_identity
 
     recorded, wanted = _as_json(recorded_config), _as_json(dataclasses.asdict(config))
+    recorded.setdefault("min_steps", 0)
+    floor_free = recorded_run is not None and stops_alike(recorded_run, config)
     differences = [f"{field} {recorded.get(field)!r} there, {wanted[field]!r} here"
                    for field in sorted(wanted)
-                   if field not in ADOPTION_FREE_FIELDS and recorded.get(field) != wanted[field]]
+                   if field not in ADOPTION_FREE_FIELDS and recorded.get(field) != wanted[field]
+                   and not (field == "min_steps" and floor_free)]
     identity = _as_json(recorded_identity)
     differences += [f"{field} {identity.get(field)!r} there, {value!r} here"
                     for field, value in sorted(_as_json(run_identity(config)).items())
                     if identity.get(field) != value]
     return list(dict.fromkeys(differences))
+
+
+def stops_alike(result, config):
+    """Whether `config`'s early stopping, run over the valid curve of grid result
+    `result`, stops where that run stopped: converged at its last step, or not
+    converged when a cap stopped it."""
+    from keras_attn_zoo.training.early_stopping import truncate_at_convergence
+
+    curve = result.get("valid_curve") or []
+    if not curve:
+        return False
+    stopped, converged = truncate_at_convergence(
+        curve, config.valid_metric, config.patience, config.min_improvement,
+        config.min_steps)
+    if result.get("stop_reason") == "converged":
+        return converged and stopped[-1]["step"] == curve[-1]["step"]
+    return not converged
 
 
 def adopt_run(board, model, seed, result_path, run_dir=None):
@@ -267,7 +292,8 @@ def adopt_run(board, model, seed, result_path, run_dir=None):
         raise SystemExit(f"{run_dir} holds no run ({RUN_IDENTITY_FILE} missing): give the "
                          "grid's run directory.")
     differences = adoption_differences(
-        result["config"], json.loads(identity_path.read_text(encoding="utf-8")), config)
+        result["config"], json.loads(identity_path.read_text(encoding="utf-8")), config,
+        recorded_run=result)
     if differences:
         raise SystemExit(f"{result_path} trained another run than cell [{name}]: "
                          + "; ".join(differences) + ".")
