@@ -14,8 +14,9 @@ evaluations stop a run that is still learning. The evaluations before the
 floor still count, for the best and for the counter; the floor only delays
 the stop, so a run that stops after the floor stops where it would without
 one. Keras' `EarlyStopping(start_from_epoch=...)` also waits, but ignores the
-early evaluations; here the best checkpoint may come from before the floor. OpenNMT-tf's `early_stopping` (metric, min_improvement, steps) and
-Keras' `EarlyStopping(restore_best_weights=True)` are the models.
+early evaluations; here the best checkpoint may come from before the floor.
+OpenNMT-tf's `early_stopping` (metric, min_improvement, steps) and Keras'
+`EarlyStopping(restore_best_weights=True)` are the models.
 
 The evaluation translates the valid pairs with the exported search (greedy by
 default, `beam_size=1`) and scores them with sacreBLEU: BLEU or chrF is the
