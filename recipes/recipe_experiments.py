@@ -686,6 +686,7 @@ def converged_comparison(results, base="default", cells=None):
         chosen = {}
         for r in results:  # the largest cap per seed, as a rerun with a higher cap resumes
             if r["cell"] == cell and r.get("stop_reason") == "converged" and (
+                    not stopped_before_the_floor(r)) and (
                     r.get("seed") not in chosen
                     or r.get("steps_budget", 0) > chosen[r.get("seed")].get("steps_budget", 0)):
                 chosen[r.get("seed")] = r
@@ -725,11 +726,23 @@ def converged_comparison(results, base="default", cells=None):
     return lines
 
 
+def stopped_before_the_floor(result):
+    """Whether `result` converged before the floor its cap now gives (a run from
+    before early stopping had one): it was stopped while it may still have been
+    learning, so it neither ranks nor pairs until it is resumed under the floor."""
+    floor = table_min_steps(result.get("steps_budget") or 0)
+    return (result.get("stop_reason") == "converged"
+            and (result.get("early_stopping") or {}).get("min_steps") is None
+            and result.get("steps") is not None and result["steps"] < floor)
+
+
 def _stopped(result):
     """Why a cell's training ended, in the table: converged, or not (at the cap)."""
     reason = result.get("stop_reason")
     if reason is None:
         return "fixed steps"  # the tables before early stopping
+    if stopped_before_the_floor(result):
+        return "stopped before the floor: does not rank"
     return "converged" if reason == "converged" else f"not converged ({reason})"
 
 

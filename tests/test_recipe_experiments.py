@@ -335,7 +335,7 @@ def test_the_table_compares_converged_cells_with_the_default_seed_by_seed(tmp_pa
     def write(cell, seed, steps, bleu, chrf, stop_reason="converged"):
         (results / f"{cell}-seed{seed}-{steps}steps.json").write_text(json.dumps(dict(
             fake_result(cell, bleu, chrf, cell), seed=seed, steps_budget=steps,
-            stop_reason=stop_reason, best_step=1000)))
+            steps=steps // 2, stop_reason=stop_reason, best_step=1000)))
 
     # The defaults converged under a 12,000-step cap, the cell under 24,000 (and
     # its seed 0 also stopped at a lower cap first: the higher cap's result counts).
@@ -346,8 +346,16 @@ def test_the_table_compares_converged_cells_with_the_default_seed_by_seed(tmp_pa
     write("low-resource", 1, 24000, 7.0, 25.3)
     write("vocab-4000", 0, 12000, 5.5, 24.0)  # one seed: no test
     write("dropout-0.3", 0, 12000, 9.0, 30.0, stop_reason="max_steps")  # not converged
+    # Stopped at 2,500 by a run from before early stopping's floor (a quarter of
+    # the cap, 3,000 here): it may still have been learning, so it does not pair.
+    write("learning-rate-1e-3", 0, 12000, 9.0, 30.0)
+    early = results / "learning-rate-1e-3-seed0-12000steps.json"
+    early.write_text(json.dumps(dict(json.loads(early.read_text()), steps=2500)))
     assert RUNNER.main(["--table", "--results-dir", str(results)]) == 0
     text = (results / "TABLE.md").read_text()
+    assert "| learning-rate-1e-3 | 0 |" not in text
+    assert "stopped before the floor: does not rank" in next(
+        line for line in text.splitlines() if line.startswith("| learning-rate-1e-3 |"))
     assert "At convergence against the default, seed by seed" in text
     # +0.5 and +0.8: t = 0.65 / (0.2121 / sqrt 2) = 4.33, one-sided p (1 df) 0.072;
     # Holm over the one cell with two seeds leaves it.
@@ -384,6 +392,7 @@ def test_cells_base_and_extra_cells_make_the_configs(tmp_path):
     assert config.preset == "tiny" and config.max_steps == 3000 and config.seed == 1
     assert config.model_options == "dropout=0.2;num_heads=2"
     assert config.time_budget_minutes is None and config.test_src is None
+    assert config.min_steps == 750  # early stopping's floor: a quarter of the cap
     assert config.output_dir == str(tmp_path / "heads-2-seed1-3000steps")
     default = RUNNER.cell_config("default", {}, {}, 3000, 0, tmp_path)
     expected = TRAIN_WMT.parse_args(["--max-steps", "3000"])
