@@ -37,7 +37,8 @@ session leaves a committed trace.
 
 Resumable: a cell's result goes to
 `benchmarks/results/recipe/<cell>-seed<seed>-<steps>steps.json` (written under a
-temporary name and renamed) and a rerun skips the cells that have one; a cell
+temporary name and renamed) and a rerun skips the cells that have one (but
+resumes a cell that a run from before early stopping's floor stopped below it); a cell
 killed while training resumes from the checkpoints in its run directory
 `runs/recipe/<cell>-seed<seed>-<steps>steps`. `--base KEY=VALUE` overrides
 every cell (e.g. `--base preset=tiny --base data=files --base train_src=...`);
@@ -384,6 +385,16 @@ def result_path(cell, args, suffix=".json"):
     return pathlib.Path(args.results_dir) / f"{name}{suffix}"
 
 
+def finished_result(cell, args):
+    """`cell`'s result for `args`' seed and budget, or None while it is to train:
+    no result yet, or one stopped before early stopping's floor (resumed under it)."""
+    path = result_path(cell, args)
+    if not path.exists():
+        return None
+    result = json.loads(path.read_text())
+    return None if stopped_before_the_floor(result) else result
+
+
 def same_budget(result, args):
     """Whether `result` was trained under `args`' step budget and wall-time cap."""
     return (result.get("steps_budget") == args.steps
@@ -394,8 +405,8 @@ def run_cell(cell, overrides, args, base, machine):
     """Runs one cell unless its result file exists; returns the result."""
     steps, seed = args.steps, args.seed
     path = result_path(cell, args)
-    if path.exists():
-        done = json.loads(path.read_text())
+    done = finished_result(cell, args)
+    if done is not None:
         if done.get("base", {}) != args.base:
             raise SystemExit(
                 f"{path} is {cell}'s result with --base {done.get('base', {})}, not "
@@ -403,6 +414,8 @@ def run_cell(cell, overrides, args, base, machine):
                 "and --runs-dir.")
         print(f"{cell}: done already ({path}), skipped")
         return done
+    if path.exists():
+        print(f"{cell}: {path} stopped before early stopping's floor; resuming under it")
     resolved = resolve(overrides, steps)
     config = cell_config(cell, resolved, args.base, steps, seed, args.runs_dir,
                          cap_minutes=args.cap_minutes)
@@ -412,7 +425,9 @@ def run_cell(cell, overrides, args, base, machine):
     record = None
     if run_results.exists():  # trained and scored, killed before the result file
         record = json.loads(run_results.read_text())
-        if record.get("valid") is None or record.get("max_steps", record.get("steps")) != steps:
+        if (record.get("valid") is None or stopped_before_the_floor(
+                dict(record, steps_budget=steps))
+                or record.get("max_steps", record.get("steps")) != steps):
             record = None
     if record is None:
         record = train_and_score_valid(config)
@@ -442,7 +457,7 @@ def run_cell(cell, overrides, args, base, machine):
 def record_partial(cell, args, machine):
     """Writes the valid curve and early-stopping state of `cell`'s unfinished run
     (`<results-dir>/partial/<cell>-seed<seed>-curve-<date>.json`); returns the path."""
-    if result_path(cell, args).exists():
+    if finished_result(cell, args) is not None:
         raise SystemExit(f"{cell} (seed {args.seed}, {budget_flags(args)}) has finished: its "
                          f"result is {result_path(cell, args)}.")
     try:
@@ -894,7 +909,7 @@ def main(argv=None):
         for name in names:
             record_partial(name, args, machine)
         return 0
-    pending = [name for name in names if not result_path(name, args).exists()]
+    pending = [name for name in names if finished_result(name, args) is None]
     machine = measured_machine(pending and not args.no_matmul_rate)
     for name in names:
         run_cell(name, cells[name], args, args.base, machine)

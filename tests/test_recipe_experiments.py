@@ -356,6 +356,14 @@ def test_the_table_compares_converged_cells_with_the_default_seed_by_seed(tmp_pa
     assert "| learning-rate-1e-3 | 0 |" not in text
     assert "stopped before the floor: does not rank" in next(
         line for line in text.splitlines() if line.startswith("| learning-rate-1e-3 |"))
+    # ... and is not finished: a rerun resumes it under the floor, --partial records it.
+    args = RUNNER.parse_args(["--results-dir", str(results), "--steps", "12000"])
+    assert RUNNER.finished_result("learning-rate-1e-3", args) is None
+    assert RUNNER.finished_result("vocab-4000", args)["cell"] == "vocab-4000"
+    with pytest.raises(SystemExit, match="holds no valid curve"):  # not "has finished"
+        RUNNER.main(["--partial", "--cells", "learning-rate-1e-3", "--steps", "12000",
+                     "--results-dir", str(results), "--runs-dir", str(tmp_path / "runs"),
+                     "--no-matmul-rate"])
     assert "At convergence against the default, seed by seed" in text
     # +0.5 and +0.8: t = 0.65 / (0.2121 / sqrt 2) = 4.33, one-sided p (1 df) 0.072;
     # Holm over the one cell with two seeds leaves it.
